@@ -1,0 +1,193 @@
+"""The hook protocol and the value objects exchanged in one step.
+
+``SessionRunHook`` is the base class users subclass; ``SessionRunArgs`` is what
+``before_run`` asks for; ``SessionRunContext`` is the one object shared by every
+hook during a step; ``SessionRunValues`` is what ``after_run`` receives.
+``RunOptions`` and ``RunMetadata`` travel with the session's ``run``.
+
+Invariants: value objects are immutable except ``RunMetadata`` (one per step,
+shared) and the stop flag of ``SessionRunContext``, which can only go from
+False to True.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._coordinator import Coordinator
+
+__all__ = [
+    "HOOK_METHODS",
+    "RunMetadata",
+    "RunOptions",
+    "SessionRunArgs",
+    "SessionRunContext",
+    "SessionRunHook",
+    "SessionRunValues",
+    "TimingRecord",
+]
+
+#: The five methods of the hook protocol, in lifecycle order.
+HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
+
+_EMPTY: Mapping[str, object] = MappingProxyType({})
+
+
+class SessionRunHook:
+    """Base class of hooks: every method is a no-op unless overridden.
+
+    Override any of the five methods as ``async def`` or as a plain ``def``
+    (plain methods are called inline on the event loop and must not block;
+    wrap a blocking hook with :func:`hookrun.in_thread`). Only the methods a
+    hook overrides are ever called.
+    """
+
+    def begin(self) -> object:
+        """Called once, before the first session is created."""
+        return None
+
+    def after_create_session(self, session: Any, coord: Coordinator) -> object:
+        """Called after every (re)creation of the session, with its coordinator."""
+        return None
+
+    def before_run(self, run_context: SessionRunContext) -> object:
+        """Called before each step; may return a :class:`SessionRunArgs`."""
+        return None
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> object:
+        """Called after each successful step with the values this hook asked for."""
+        return None
+
+    def end(self, session: Any) -> object:
+        """Called once when the monitored session ends cleanly."""
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Per-step options: a ``timeout`` in seconds, ``trace`` timings, ``tags`` for the session.
+
+    Compares by value. ``tags`` is stored as a read-only mapping.
+    """
+
+    timeout: float | None = None
+    trace: bool = False
+    tags: Mapping[str, object] = field(default=_EMPTY)
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"RunOptions.timeout must be a positive number of seconds, got {self.timeout!r}")
+        if not isinstance(self.tags, MappingProxyType):
+            if not isinstance(self.tags, Mapping):
+                raise TypeError(f"RunOptions.tags must be a mapping, got {type(self.tags).__name__}")
+            object.__setattr__(self, "tags", MappingProxyType(dict(self.tags)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RunOptions):
+            return NotImplemented
+        return (
+            self.timeout == other.timeout
+            and self.trace == other.trace
+            and dict(self.tags) == dict(other.tags)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.timeout, self.trace, frozenset(self.tags.items())))
+
+
+@dataclass(frozen=True, slots=True)
+class TimingRecord:
+    """One traced interval: a hook call (``name`` is the hook's) or the session run (``"run"``)."""
+
+    phase: str
+    name: str
+    start: float
+    end: float
+
+
+class RunMetadata:
+    """Mutable, one per step, shared by every hook of the step.
+
+    With ``RunOptions(trace=True)`` the runtime appends a :class:`TimingRecord`
+    to ``timings`` for every hook call and for the session's run. Sessions may
+    store anything they like in ``data``.
+    """
+
+    __slots__ = ("data", "timings")
+
+    def __init__(self) -> None:
+        self.timings: list[TimingRecord] = []
+        self.data: dict[str, object] = {}
+
+    def __repr__(self) -> str:
+        return f"RunMetadata(timings={len(self.timings)} records, data={self.data!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRunArgs:
+    """What a hook's ``before_run`` asks for: fetches, feeds and options.
+
+    ``fetches`` is any nested structure of lists, tuples, namedtuples and dicts
+    whose leaves are hashable keys (or ``None``).
+    """
+
+    fetches: object = None
+    feed_dict: Mapping[Hashable, object] | None = None
+    options: RunOptions | None = None
+
+
+class SessionRunContext:
+    """The one context object shared by every hook during one step.
+
+    ``original_args`` holds the caller's fetches, feeds and options; ``session``
+    is the raw session; ``global_step`` is the step counter's value when the
+    step began. ``request_stop()`` is sticky at once: the monitored session
+    will stop after this step even if another hook then raises.
+    """
+
+    __slots__ = ("_on_stop", "_stop_requested", "global_step", "original_args", "session")
+
+    def __init__(
+        self,
+        original_args: SessionRunArgs,
+        session: Any,
+        global_step: int = 0,
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
+        self.original_args = original_args
+        self.session = session
+        self.global_step = global_step
+        self._stop_requested = False
+        self._on_stop = on_stop
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether any hook (or the caller) asked to stop during this step."""
+        return self._stop_requested
+
+    def request_stop(self) -> None:
+        """Ask the monitored session to stop after this step (idempotent)."""
+        self._stop_requested = True
+        if self._on_stop is not None:
+            self._on_stop()
+
+    def __repr__(self) -> str:
+        return (
+            f"SessionRunContext(global_step={self.global_step}, "
+            f"stop_requested={self._stop_requested})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRunValues:
+    """What ``after_run`` receives: this hook's ``results`` (its own structure, or ``None``),
+    the merged ``options``, the step's ``run_metadata`` and the ``global_step`` after the step."""
+
+    results: Any
+    options: RunOptions
+    run_metadata: RunMetadata
+    global_step: int

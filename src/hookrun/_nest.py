@@ -1,0 +1,113 @@
+"""Flatten, de-duplicate and pack back nested fetch structures. Pure, no I/O.
+
+A fetch structure is a leaf (any hashable key), ``None`` (fetch nothing, get
+``None`` back), or a list, tuple, namedtuple or dict of fetch structures.
+
+``index(structure, party, keys, positions)`` appends the structure's new leaves
+to ``keys`` (each key once, at its first occurrence across every party) and
+returns a *shape*: the structure with every leaf replaced by its position in
+``keys``. ``pack(shape, values)`` rebuilds the party's structure from the
+session's values. Shapes are private: an int (one leaf), ``None``, or a tuple
+whose first item tags the container kind.
+
+Invariant: ``pack(index(s, ...), [key -> value for key in keys])`` equals ``s``
+with every leaf replaced by its value, containers keeping their type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["flatten", "index", "pack", "unflatten"]
+
+# Container tags of a shape.
+_LIST, _FLAT_LIST, _TUPLE, _NAMEDTUPLE, _DICT = range(5)
+
+Shape = Any  # int | None | tuple[int, ...]: private to this module and its callers
+
+
+def index(
+    structure: object, party: str, keys: list[Hashable], positions: dict[Hashable, int]
+) -> Shape:
+    """Register the leaves of ``structure`` in ``keys``/``positions``; return its shape."""
+    kind = type(structure)
+    if kind is str or kind is int:
+        return _position(structure, keys, positions)
+    if structure is None:
+        return None
+    if kind is list:
+        assert isinstance(structure, list)
+        if all(type(item) is str for item in structure):
+            return (_FLAT_LIST, [_position(item, keys, positions) for item in structure])
+        return (_LIST, [index(item, party, keys, positions) for item in structure])
+    if isinstance(structure, tuple):
+        children = [index(item, party, keys, positions) for item in structure]
+        if hasattr(structure, "_fields"):
+            return (_NAMEDTUPLE, type(structure), children)
+        return (_TUPLE, children)
+    if isinstance(structure, Mapping):
+        names = list(structure)
+        children = [index(structure[name], party, keys, positions) for name in names]
+        return (_DICT, type(structure), names, children)
+    if isinstance(structure, (list, set, frozenset)):
+        # A list subclass or a set: sets have no order to pack back into.
+        raise TypeError(
+            f"{party} fetches a {type(structure).__name__}; fetch structures are "
+            "lists, tuples, namedtuples and dicts of hashable keys"
+        )
+    try:
+        hash(structure)
+    except TypeError:
+        raise TypeError(
+            f"{party} fetches an unhashable key {structure!r} of type "
+            f"{type(structure).__name__}: fetch keys must be hashable"
+        ) from None
+    return _position(structure, keys, positions)
+
+
+def _position(key: Hashable, keys: list[Hashable], positions: dict[Hashable, int]) -> int:
+    found = positions.get(key)
+    if found is None:
+        found = positions[key] = len(keys)
+        keys.append(key)
+    return found
+
+
+def pack(shape: Shape, values: Sequence[object]) -> Any:
+    """Rebuild a party's structure from ``shape`` and the fetched ``values``."""
+    if type(shape) is int:
+        return values[shape]
+    if shape is None:
+        return None
+    tag = shape[0]
+    if tag == _FLAT_LIST:
+        return [values[i] for i in shape[1]]
+    if tag == _LIST:
+        return [pack(child, values) for child in shape[1]]
+    if tag == _TUPLE:
+        return tuple(pack(child, values) for child in shape[1])
+    if tag == _NAMEDTUPLE:
+        return shape[1](*(pack(child, values) for child in shape[2]))
+    kind, names, children = shape[1], shape[2], shape[3]
+    items = [(name, pack(child, values)) for name, child in zip(names, children, strict=True)]
+    if kind is dict:
+        return dict(items)
+    try:
+        return kind(items)
+    except TypeError:  # a mapping type that cannot be built from pairs
+        return dict(items)
+
+
+def flatten(structure: object, party: str = "caller") -> list[Hashable]:
+    """The unique leaves of ``structure`` in first-occurrence order."""
+    keys: list[Hashable] = []
+    index(structure, party, keys, {})
+    return keys
+
+
+def unflatten(structure: object, mapping: Mapping[Hashable, object], party: str = "caller") -> Any:
+    """``structure`` with every leaf replaced by ``mapping[leaf]``."""
+    keys: list[Hashable] = []
+    shape = index(structure, party, keys, {})
+    return pack(shape, [mapping[key] for key in keys])

@@ -1,0 +1,91 @@
+"""``RetryPolicy``: how often and how patiently a monitored session recovers.
+
+Pure decision logic plus the backoff sleep. ``max_attempts`` counts every
+attempt including the first (``None``: unlimited, like TensorFlow); the n-th
+retry waits ``min(max_delay, initial_delay * multiplier ** (n - 1))``, drawn
+uniformly from ``[0, that]`` with ``jitter``; ``max_time`` bounds the time
+spent since the first failure.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import anyio
+
+__all__ = ["RetryBudget", "RetryPolicy"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Backoff and limits for recovery (SPEC §7)."""
+
+    max_attempts: int | None = None
+    initial_delay: float = 0.1
+    max_delay: float = 30.0
+    multiplier: float = 2.0
+    jitter: bool = True
+    max_time: float | None = None
+    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts is not None and (
+            not isinstance(self.max_attempts, int) or self.max_attempts < 1
+        ):
+            raise ValueError(
+                f"RetryPolicy(max_attempts=...) must be None or an int >= 1 "
+                f"(it counts the first attempt), got {self.max_attempts!r}"
+            )
+        for name in ("initial_delay", "max_delay"):
+            value = getattr(self, name)
+            if not value >= 0:
+                raise ValueError(f"RetryPolicy({name}=...) must be >= 0 seconds, got {value!r}")
+        if not self.multiplier >= 1:
+            raise ValueError(f"RetryPolicy(multiplier=...) must be >= 1, got {self.multiplier!r}")
+        if self.max_time is not None and not self.max_time > 0:
+            raise ValueError(
+                f"RetryPolicy(max_time=...) must be None or > 0 seconds, got {self.max_time!r}"
+            )
+
+    def backoff(self, retry: int) -> float:
+        """The longest wait before the ``retry``-th retry (1-based), before jitter."""
+        if retry < 1:
+            raise ValueError(f"retry numbers start at 1, got {retry}")
+        return min(self.max_delay, self.initial_delay * self.multiplier ** (retry - 1))
+
+    def delay(self, retry: int) -> float:
+        """The wait before the ``retry``-th retry, jitter applied."""
+        ceiling = self.backoff(retry)
+        return self.rng.uniform(0.0, ceiling) if self.jitter else ceiling
+
+    def budget(self) -> RetryBudget:
+        """A fresh budget for one operation (one ``run()`` call, one creation)."""
+        return RetryBudget(self)
+
+
+class RetryBudget:
+    """Counts the attempts of one operation against its policy."""
+
+    __slots__ = ("attempts", "policy", "started")
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.attempts = 1
+        self.started: float | None = None
+
+    async def wait_to_retry(self) -> bool:
+        """Sleep the backoff and count one more attempt; False when the policy gives up."""
+        policy = self.policy
+        now = anyio.current_time()
+        if self.started is None:
+            self.started = now
+        if policy.max_attempts is not None and self.attempts >= policy.max_attempts:
+            return False
+        delay = policy.delay(self.attempts)
+        if policy.max_time is not None and now + delay - self.started > policy.max_time:
+            return False
+        if delay > 0:
+            await anyio.sleep(delay)
+        self.attempts += 1
+        return True

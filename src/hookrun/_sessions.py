@@ -1,0 +1,129 @@
+"""What a session and a session creator are, and the everyday ``StepSession``.
+
+``Session`` and ``SessionCreator`` are structural protocols; ``StepSession``
+adapts a step function (async, or sync run in a worker thread) that returns a
+mapping; ``fetch`` runs a nested structure against a raw session outside a
+monitored step. Pure adapters: no session state lives here.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+
+from . import _nest
+from ._hooks import RunMetadata, RunOptions
+
+__all__ = ["Session", "SessionCreator", "StepSession", "fetch"]
+
+_NO_OPTIONS = RunOptions()
+
+
+@runtime_checkable
+class Session(Protocol):
+    """Anything with this ``run``; ``aclose()`` is optional."""
+
+    async def run(
+        self,
+        fetches: Sequence[Hashable],
+        feed_dict: Mapping[Hashable, Any],
+        options: RunOptions,
+        run_metadata: RunMetadata,
+    ) -> Sequence[Any]:
+        """Return one value per fetch, in order."""
+        ...
+
+
+@runtime_checkable
+class SessionCreator(Protocol):
+    """Anything with an async ``create_session()``; a plain async factory works too."""
+
+    async def create_session(self) -> Any: ...
+
+
+StepFn = Callable[[Mapping[Hashable, Any]], "Mapping[Hashable, Any] | None | Awaitable[Mapping[Hashable, Any] | None]"]
+
+
+class StepSession:
+    """A session whose every ``run`` calls ``step_fn(feed_dict)`` once.
+
+    ``step_fn`` is an async function, or a sync one which then runs in a worker
+    thread. It returns a mapping (or ``None``); fetches are answered by key from
+    it, and a missing key raises ``KeyError`` listing the keys that exist.
+    """
+
+    def __init__(self, step_fn: Callable[..., Any]) -> None:
+        if not callable(step_fn):
+            raise TypeError(f"StepSession needs a callable step_fn, got {step_fn!r}")
+        self.step_fn = step_fn
+        self._is_async = inspect.iscoroutinefunction(step_fn) or inspect.iscoroutinefunction(
+            getattr(step_fn, "__call__", None)  # noqa: B004 - async callable objects
+        )
+
+    def __repr__(self) -> str:
+        return f"StepSession({getattr(self.step_fn, '__qualname__', self.step_fn)!r})"
+
+    async def run(
+        self,
+        fetches: Sequence[Hashable],
+        feed_dict: Mapping[Hashable, Any],
+        options: RunOptions = _NO_OPTIONS,
+        run_metadata: RunMetadata | None = None,
+    ) -> list[Any]:
+        if self._is_async:
+            produced = await self.step_fn(feed_dict)
+        else:
+            produced = await anyio.to_thread.run_sync(self.step_fn, feed_dict)
+            if inspect.isawaitable(produced):
+                raise TypeError(
+                    f"{self!r}: step_fn returned an awaitable from a plain function; "
+                    "declare it with 'async def'"
+                )
+        if not fetches:
+            return []
+        if produced is None:
+            produced = {}
+        if not isinstance(produced, Mapping):
+            raise TypeError(
+                f"{self!r}: step_fn must return a mapping or None, got {type(produced).__name__}"
+            )
+        try:
+            return [produced[key] for key in fetches]
+        except KeyError as exc:
+            raise KeyError(
+                f"{self!r}: no value for fetch {exc.args[0]!r}; the step produced "
+                f"{sorted(map(repr, produced))}"
+            ) from None
+
+
+async def fetch(
+    session: Any,
+    structure: object,
+    feed_dict: Mapping[Hashable, Any] | None = None,
+    *,
+    options: RunOptions | None = None,
+) -> Any:
+    """Run a nested fetch ``structure`` against a raw ``session`` (no hooks) and pack it back."""
+    keys: list[Hashable] = []
+    shape = _nest.index(structure, "fetch()", keys, {})
+    values = await session.run(keys, dict(feed_dict or {}), options or _NO_OPTIONS, RunMetadata())
+    check_values(session, keys, values)
+    return _nest.pack(shape, values)
+
+
+def check_values(session: object, keys: Sequence[Hashable], values: object) -> Sequence[Any]:
+    """Check a session's answer has one value per fetch; return it as a sequence."""
+    if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
+        raise TypeError(
+            f"{type(session).__name__}.run returned {type(values).__name__}; "
+            f"expected a sequence of {len(keys)} values (one per fetch)"
+        )
+    if len(values) != len(keys):
+        raise TypeError(
+            f"{type(session).__name__}.run returned {len(values)} values for "
+            f"{len(keys)} fetches; it must return exactly one value per fetch"
+        )
+    return values
