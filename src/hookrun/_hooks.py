@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from ._coordinator import Coordinator
@@ -76,7 +76,7 @@ class RunOptions:
 
     timeout: float | None = None
     trace: bool = False
-    tags: Mapping[str, object] = field(default=_EMPTY)
+    tags: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
         if self.timeout is not None and not self.timeout > 0:
@@ -127,16 +127,16 @@ class RunMetadata:
         return f"RunMetadata(timings={len(self.timings)} records, data={self.data!r})"
 
 
-@dataclass(frozen=True, slots=True)
-class SessionRunArgs:
+class SessionRunArgs(NamedTuple):
     """What a hook's ``before_run`` asks for: fetches, feeds and options.
 
     ``fetches`` is any nested structure of lists, tuples, namedtuples and dicts
-    whose leaves are hashable keys (or ``None``).
+    whose leaves are hashable keys (or ``None``). A named tuple, as in
+    TensorFlow: immutable and compared by value.
     """
 
-    fetches: object = None
-    feed_dict: Mapping[Hashable, object] | None = None
+    fetches: Any = None
+    feed_dict: Mapping[Hashable, Any] | None = None
     options: RunOptions | None = None
 
 
@@ -182,8 +182,7 @@ class SessionRunContext:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class SessionRunValues:
+class SessionRunValues(NamedTuple):
     """What ``after_run`` receives: this hook's ``results`` (its own structure, or ``None``),
     the merged ``options``, the step's ``run_metadata`` and the ``global_step`` after the step."""
 

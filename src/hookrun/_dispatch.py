@@ -1,0 +1,391 @@
+"""Which hook methods run in a phase, how, and which error wins.
+
+The plan is computed once, when the hooks are frozen: for every phase, the
+hooks that override that method, each marked sync or async. A phase then runs:
+
+* plain functions inline, in list order;
+* async methods *started in place*: each coroutine is sent its first value in
+  the calling task, in its own copy of the context (as a task would run it).
+  A hook that finishes without suspending never costs a task;
+* the first hook that really suspends is driven to the end by the task that
+  started it (through a trampoline, so its cancel scopes and task-bound waits
+  stay in their task), while one child task, on the session's task group,
+  carries on starting the remaining hooks the same way. Tasks are made only for
+  hooks that wait. A started coroutine never moves to another task.
+
+Errors: a failing hook cancels the others of its phase; the error of the
+earliest hook in list order propagates unwrapped and the others are attached to
+it as notes (and logged), whatever order the coroutines ran in. A phase with two
+or more async hooks runs under a cancel scope once one of its hooks has been
+seen to suspend, so the hook driven by the calling task can be cancelled too; a
+hook that suspends for the very first time runs outside that scope and is
+awaited rather than cancelled when a sibling fails in that one step.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import types
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from contextvars import copy_context
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ._errors import HookTimeoutError
+from ._hooks import HOOK_METHODS, SessionRunHook, TimingRecord
+
+__all__ = ["Call", "Dispatcher", "PhasePlan", "hook_name", "raise_first"]
+
+logger = logging.getLogger("hookrun")
+
+_BASE_METHODS = {name: getattr(SessionRunHook, name) for name in HOOK_METHODS}
+
+
+def hook_name(hook: object) -> str:
+    """A hook's display name: its ``name`` attribute if it is a string, else its class name."""
+    name = getattr(hook, "name", None)
+    return name if isinstance(name, str) else type(hook).__name__
+
+
+def _overrides(hook: object, method: str) -> Callable[..., Any] | None:
+    """The bound method if ``hook`` really implements ``method``, else None."""
+    bound = getattr(hook, method, None)
+    if bound is None:
+        return None
+    if not callable(bound):
+        raise TypeError(f"hook {hook_name(hook)}: attribute {method!r} is not callable")
+    func = getattr(bound, "__func__", None)
+    if func is not None and func is _BASE_METHODS[method]:
+        return None
+    return bound  # type: ignore[no-any-return]
+
+
+def is_async_callable(fn: object) -> bool:
+    """Whether calling ``fn`` returns a coroutine (async def, or an object with async __call__)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
+    )
+
+
+class Call:
+    """One hook method of one phase: the hook's position, name, function and kind."""
+
+    __slots__ = ("fn", "hook", "index", "is_async", "name", "phase")
+
+    def __init__(self, index: int, hook: object, phase: str, fn: Callable[..., Any]) -> None:
+        self.index = index
+        self.hook = hook
+        self.name = hook_name(hook)
+        self.phase = phase
+        self.fn = fn
+        self.is_async = is_async_callable(fn)
+
+
+class PhasePlan:
+    """The calls of one phase, in hook list order, and what the dispatcher learnt about them."""
+
+    __slots__ = ("calls", "n_async", "phase", "scoped")
+
+    def __init__(self, phase: str, calls: Sequence[Call]) -> None:
+        self.phase = phase
+        self.calls = tuple(calls)
+        self.n_async = sum(call.is_async for call in self.calls)
+        #: Set once a hook of a multi-async phase suspended: later runs use a cancel scope.
+        self.scoped = False
+
+
+def plan_hooks(hooks: Sequence[object]) -> dict[str, PhasePlan]:
+    """Validate ``hooks`` and compute each phase's plan; a non-hook is a ``TypeError`` naming it."""
+    calls: dict[str, list[Call]] = {phase: [] for phase in HOOK_METHODS}
+    for index, hook in enumerate(hooks):
+        if isinstance(hook, type):
+            raise TypeError(
+                f"hooks[{index}] is the class {hook.__name__}, not a hook object; "
+                f"pass an instance ({hook.__name__}())"
+            )
+        found = False
+        for phase in HOOK_METHODS:
+            fn = _overrides(hook, phase)
+            if fn is not None:
+                calls[phase].append(Call(index, hook, phase, fn))
+                found = True
+        if not found and not isinstance(hook, SessionRunHook):
+            raise TypeError(
+                f"hooks[{index}] = {hook!r} ({type(hook).__name__}) is not a hook: it has "
+                f"none of the methods {', '.join(HOOK_METHODS)}"
+            )
+    return {phase: PhasePlan(phase, phase_calls) for phase, phase_calls in calls.items()}
+
+
+@types.coroutine
+def _drive(coro: Coroutine[Any, Any, Any], context: Any, yielded: Any) -> Generator[Any, Any, Any]:
+    """Drive a started coroutine to its end from the current task, in its own context."""
+    send, throw, run = coro.send, coro.throw, context.run
+    while True:
+        try:
+            value = yield yielded
+        except BaseException as exc:
+            try:
+                yielded = run(throw, exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                yielded = run(send, value)
+            except StopIteration as stop:
+                return stop.value
+
+
+def raise_first(errors: list[tuple[int, BaseException]], phase: str, names: Sequence[str]) -> None:
+    """Raise the error of the earliest hook; attach and log the others."""
+    errors.sort(key=lambda item: item[0])
+    first = errors[0][1]
+    for index, other in errors[1:]:
+        note = f"hookrun: hook {names[index]} also failed in {phase}: {other!r}"
+        first.add_note(note)
+        logger.error("%s", note, exc_info=other)
+    raise first
+
+
+class _Fanout:
+    """One run of a phase with several async hooks: results, errors, the child tasks."""
+
+    __slots__ = ("args", "calls", "dispatcher", "done", "errors", "pending", "plan", "results", "scope", "scopes", "stopping")
+
+    def __init__(self, dispatcher: Dispatcher, plan: PhasePlan, args: Sequence[tuple[Any, ...]]) -> None:
+        self.dispatcher = dispatcher
+        self.plan = plan
+        self.calls = plan.calls
+        self.args = args
+        self.results: list[Any] = [None] * len(plan.calls)
+        self.errors: list[tuple[int, BaseException]] = []
+        self.scope: anyio.CancelScope | None = None
+        self.scopes: list[anyio.CancelScope] = []
+        self.pending = 0
+        self.done: anyio.Event | None = None
+        self.stopping = False
+
+    def spawn(self, start: int) -> None:
+        """Start a child task that carries on starting calls from ``start``."""
+        if start >= len(self.calls) or self.stopping:
+            return
+        self.pending += 1
+        call = self.calls[start]
+        self.dispatcher.task_group().start_soon(
+            self._child, start, name=f"hookrun {call.phase}: {call.name} and later hooks"
+        )
+
+    def fail(self, position: int, exc: BaseException) -> None:
+        """Record a hook's error and cancel every other call of the phase."""
+        self.errors.append((position, exc))
+        if not self.stopping:
+            self.stop()
+
+    def stop(self) -> None:
+        self.stopping = True
+        for scope in self.scopes:
+            scope.cancel()
+        if self.scope is not None:
+            self.scope.cancel()
+
+    async def _child(self, start: int) -> None:
+        try:
+            with anyio.CancelScope() as scope:
+                self.scopes.append(scope)
+                if self.stopping:
+                    scope.cancel()
+                await self.dispatcher.start_calls(self, start, scope)
+        finally:
+            self.pending -= 1
+            if self.pending == 0 and self.done is not None:
+                self.done.set()
+
+    async def join(self) -> None:
+        """Wait for every child task; if interrupted, cancel them and still wait (shielded)."""
+        if self.pending == 0:
+            return
+        self.done = anyio.Event()
+        try:
+            await self.done.wait()
+        except BaseException:
+            self.stop()
+            with anyio.CancelScope(shield=True):
+                await self.done.wait()
+            raise
+
+
+class Dispatcher:
+    """Runs phases of hook calls; owns the per-phase plans and the hook timeout."""
+
+    def __init__(
+        self,
+        hooks: Sequence[object],
+        *,
+        hook_timeout: float | None = None,
+        task_group: Callable[[], TaskGroup] | None = None,
+    ) -> None:
+        self.hooks = tuple(hooks)
+        self.plans = plan_hooks(self.hooks)
+        self.names = [hook_name(hook) for hook in self.hooks]
+        self.hook_timeout = hook_timeout
+        self._task_group = task_group
+
+    def task_group(self) -> TaskGroup:
+        if self._task_group is None:
+            raise RuntimeError("this dispatcher has no task group for hooks that suspend")
+        return self._task_group()
+
+    def _start(self, call: Call, args: tuple[Any, ...]) -> Any:
+        """Call a hook method; for async ones return the coroutine (wrapped for timeouts)."""
+        if call.is_async:
+            if self.hook_timeout is not None:
+                return _timed(call, args, self.hook_timeout)
+            return call.fn(*args)
+        result = call.fn(*args)
+        if inspect.isawaitable(result):
+            if inspect.iscoroutine(result):
+                result.close()
+            raise TypeError(
+                f"hook {call.name}: {call.phase} is a plain function but returned an "
+                f"awaitable; declare it with 'async def'"
+            )
+        return result
+
+    async def run(
+        self, plan: PhasePlan, args: Sequence[tuple[Any, ...]], trace: list[TimingRecord] | None = None
+    ) -> list[Any]:
+        """Run every call of ``plan`` (``args[i]`` for ``plan.calls[i]``); return results in order."""
+        calls = plan.calls
+        if trace is not None:
+            return await self._run_traced(plan, args, trace)
+        if plan.n_async == 0:
+            return [self._start(call, arg) for call, arg in zip(calls, args, strict=True)]
+        if plan.n_async == 1:
+            return await self._run_one_async(calls, args)
+        return await self._run_many(plan, args)
+
+    async def _run_one_async(self, calls: Sequence[Call], args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        results: list[Any] = []
+        for call, arg in zip(calls, args, strict=True):
+            if call.is_async:
+                coro = self._start(call, arg)
+                context = copy_context()
+                try:
+                    yielded = context.run(coro.send, None)
+                except StopIteration as stop:
+                    results.append(stop.value)
+                else:
+                    results.append(await _drive(coro, context, yielded))
+            else:
+                results.append(self._start(call, arg))
+        return results
+
+    async def _run_many(self, plan: PhasePlan, args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        fan = _Fanout(self, plan, args)
+        try:
+            if plan.scoped:
+                with anyio.CancelScope() as fan.scope:
+                    await self.start_calls(fan, 0, fan.scope)
+            else:
+                await self.start_calls(fan, 0, None)
+        except BaseException:
+            fan.stop()
+            with anyio.CancelScope(shield=True):
+                await fan.join()
+            raise
+        await fan.join()
+        if fan.errors:
+            raise_first(fan.errors, plan.phase, [call.name for call in plan.calls])
+        return fan.results
+
+    async def start_calls(self, fan: _Fanout, start: int, own_scope: anyio.CancelScope | None) -> None:
+        """Start calls from ``start`` in place; drive the first that suspends, fan out the rest."""
+        calls, args, results = fan.calls, fan.args, fan.results
+        for position in range(start, len(calls)):
+            if fan.stopping:
+                return
+            call = calls[position]
+            if not call.is_async:
+                try:
+                    results[position] = self._start(call, args[position])
+                except Exception as exc:
+                    fan.fail(position, exc)
+                continue
+            context = copy_context()
+            try:
+                coro = self._start(call, args[position])
+                yielded = context.run(coro.send, None)
+            except StopIteration as stop:
+                results[position] = stop.value
+                continue
+            except Exception as exc:
+                fan.fail(position, exc)
+                return
+            fan.plan.scoped = True  # learnt: this phase has hooks that wait
+            fan.spawn(position + 1)
+            await self._drive_recorded(fan, position, coro, context, yielded, own_scope)
+            return
+
+    async def _drive_recorded(
+        self,
+        fan: _Fanout,
+        position: int,
+        coro: Coroutine[Any, Any, Any],
+        context: Any,
+        yielded: Any,
+        own_scope: anyio.CancelScope | None,
+    ) -> None:
+        try:
+            fan.results[position] = await _drive(coro, context, yielded)
+        except anyio.get_cancelled_exc_class():
+            if own_scope is None or not own_scope.cancel_called:
+                fan.stop()
+                raise
+            # Cancelled because a sibling failed; ``own_scope`` absorbs it.
+        except Exception as exc:
+            fan.fail(position, exc)
+
+    async def _run_traced(
+        self, plan: PhasePlan, args: Sequence[tuple[Any, ...]], trace: list[TimingRecord]
+    ) -> list[Any]:
+        """Tracing path: every call wrapped in a coroutine that records its span."""
+        traced = PhasePlan(plan.phase, [_TracedCall(call, self, trace) for call in plan.calls])
+        if traced.n_async == 1:
+            return await self._run_one_async(traced.calls, args)
+        return await self._run_many(traced, args)
+
+
+class _TracedCall(Call):
+    """A call wrapped so that its start and end times land in the step's metadata."""
+
+    __slots__ = ()
+
+    def __init__(self, call: Call, dispatcher: Dispatcher, trace: list[TimingRecord]) -> None:
+        async def traced(*args: Any) -> Any:
+            start = anyio.current_time()
+            try:
+                result = dispatcher._start(call, args)
+                if call.is_async:
+                    result = await result
+                return result
+            finally:
+                trace.append(TimingRecord(call.phase, call.name, start, anyio.current_time()))
+
+        super().__init__(call.index, call.hook, call.phase, traced)
+        self.name = call.name
+
+
+async def _timed(call: Call, args: tuple[Any, ...], limit: float) -> Any:
+    with anyio.move_on_after(limit) as scope:
+        return await call.fn(*args)
+    if scope.cancelled_caught:
+        raise HookTimeoutError(
+            f"hook {call.name} took longer than hook_timeout={limit}s in {call.phase}",
+            hook=call.hook,
+            phase=call.phase,
+            limit=limit,
+        )
+    raise AssertionError("unreachable: a hook call returned without a result")  # pragma: no cover

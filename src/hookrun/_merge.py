@@ -1,0 +1,85 @@
+"""Merging what the parties of one step ask for: feeds and options. Pure, no I/O.
+
+Parties are the caller and the hooks, in hook list order. Feeds: a key given by
+two parties is a ``FeedConflictError`` naming every party and key involved; the
+caller's mapping is never modified. Options: ``timeout`` is the maximum of those
+given, ``trace`` is OR-ed, ``tags`` are united and a tag given two different
+values is a ``ValueError`` naming the tag and the parties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from ._errors import FeedConflictError
+from ._hooks import RunOptions
+
+__all__ = ["DEFAULT_OPTIONS", "check_options", "merge_feeds", "merge_options"]
+
+DEFAULT_OPTIONS = RunOptions()
+
+
+def check_options(options: object, party: str) -> RunOptions:
+    """``options`` as ``RunOptions``; anything else is a ``TypeError`` naming the party."""
+    if type(options) is RunOptions or isinstance(options, RunOptions):
+        return options
+    raise TypeError(f"{party} passed options of type {type(options).__name__}; expected hookrun.RunOptions")
+
+
+def merge_feeds(
+    hook_feeds: Sequence[tuple[str, Mapping[Hashable, Any]]],
+    caller_feeds: Mapping[Hashable, Any] | None,
+) -> Mapping[Hashable, Any] | None:
+    """Merge the hooks' feeds (in list order) with the caller's; raise on any key fed twice."""
+    if not hook_feeds:
+        return caller_feeds
+    merged: dict[Hashable, Any] = {}
+    owner: dict[Hashable, str] = {}
+    clashes: dict[Hashable, list[str]] = {}
+    for party, feeds in hook_feeds:
+        for key, value in feeds.items():
+            if key in owner:
+                clashes.setdefault(key, [owner[key]]).append(party)
+            else:
+                owner[key] = party
+                merged[key] = value
+    if clashes:
+        _raise_conflict(clashes, "two hooks")
+    if caller_feeds:
+        clashes = {key: [owner[key], "the caller"] for key in caller_feeds if key in owner}
+        if clashes:
+            _raise_conflict(clashes, "a hook and the caller")
+        merged.update(caller_feeds)
+    return merged
+
+
+def _raise_conflict(clashes: Mapping[Hashable, list[str]], what: str) -> None:
+    parties = list(dict.fromkeys(party for names in clashes.values() for party in names))
+    detail = "; ".join(f"{key!r} by {' and '.join(names)}" for key, names in clashes.items())
+    raise FeedConflictError(
+        f"the same key is fed by {what}: {detail}", parties=parties, keys=list(clashes)
+    )
+
+
+def merge_options(parties: Sequence[tuple[str, RunOptions]]) -> RunOptions:
+    """Fold options in party order (caller first); the inputs are not modified."""
+    if len(parties) == 1:
+        return parties[0][1]
+    timeout: float | None = None
+    trace = False
+    tags: dict[str, object] = {}
+    tag_owner: dict[str, str] = {}
+    for party, options in parties:
+        if options.timeout is not None:
+            timeout = options.timeout if timeout is None else max(timeout, options.timeout)
+        trace = trace or options.trace
+        for key, value in options.tags.items():
+            if key in tags and tags[key] != value:
+                raise ValueError(
+                    f"run option tag {key!r} is given two values: {tags[key]!r} by "
+                    f"{tag_owner[key]} and {value!r} by {party}"
+                )
+            tags.setdefault(key, value)
+            tag_owner.setdefault(key, party)
+    return RunOptions(timeout=timeout, trace=trace, tags=tags)

@@ -1,0 +1,629 @@
+"""``MonitoredSession`` and friends: every state change of a monitored session happens here.
+
+States: new → open (``__aenter__``: begin, create, after_create_session) →
+closed (``aclose``/``__aexit__``). While open, ``run`` performs one step at a
+time: before_run → merge → session run → step counter → after_run. Recovery
+(``MonitoredSession`` only) closes the current session and coordinator without
+``end``, creates new ones and re-runs the whole call.
+
+Invariants: begin runs once; every created session and coordinator is closed
+exactly once; after_run runs only after a successful session run; a hook stop
+request is sticky at once; the session task group outlives every task it holds.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from types import MappingProxyType, TracebackType
+from typing import Any, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+
+from . import _nest
+from ._coordinator import Coordinator
+from ._dispatch import Dispatcher, hook_name, is_async_callable
+from ._errors import (
+    CLEAN_STOP_TYPES,
+    RECOVERABLE_TYPES,
+    DeadlineExceededError,
+    RunAfterStopError,
+    SessionClosedError,
+)
+from ._hooks import RunMetadata, RunOptions, SessionRunArgs, SessionRunContext, SessionRunValues, TimingRecord
+from ._merge import DEFAULT_OPTIONS, check_options, merge_feeds, merge_options
+from ._recovery import RetryBudget, RetryPolicy
+from ._sessions import check_values
+from ._step import LocalStepCounter, StepCounter
+
+__all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
+
+logger = logging.getLogger("hookrun")
+
+T = TypeVar("T")
+_NEW, _OPEN, _CLOSED = "new", "open", "closed"
+_NO_FEEDS: Mapping[Hashable, Any] = MappingProxyType({})
+
+
+class StepContext:
+    """What ``run_step_fn`` gives the step function: the raw ``session`` (runs on it
+    bypass hooks), ``run_with_hooks(...)`` (a full hooked run) and ``request_stop()``."""
+
+    __slots__ = ("_owner", "session")
+
+    def __init__(self, owner: _MonitoredSessionBase, session: Any) -> None:
+        self._owner = owner
+        self.session = session
+
+    async def run_with_hooks(
+        self,
+        fetches: object = None,
+        feed_dict: Mapping[Hashable, Any] | None = None,
+        options: RunOptions | None = None,
+        run_metadata: RunMetadata | None = None,
+    ) -> Any:
+        """One step with every hook, on the current session (no recovery of its own)."""
+        return await self._owner._run_once(fetches, feed_dict, options, run_metadata)
+
+    def request_stop(self) -> None:
+        """Stop after this step function: ``should_stop()`` becomes True."""
+        self._owner._set_hook_stop()
+
+
+class _MonitoredSessionBase:
+    _recover = False
+
+    def __init__(
+        self,
+        session_creator: object,
+        hooks: Iterable[object] = (),
+        *,
+        stop_grace_period: float = 120.0,
+        step_counter: StepCounter | None = None,
+        hook_timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        recoverable: Iterable[type[BaseException]] = (),
+    ) -> None:
+        self._create_session = _creator_function(session_creator)
+        self.hooks = _hook_list(hooks)
+        _check_seconds("stop_grace_period", stop_grace_period, allow_zero=True)
+        if hook_timeout is not None:
+            _check_seconds("hook_timeout", hook_timeout, allow_zero=False)
+        self._grace = float(stop_grace_period)
+        self._counter = _step_counter(step_counter)
+        self._local = self._counter if type(self._counter) is LocalStepCounter else None
+        self._retry = retry if retry is not None else RetryPolicy()
+        if not isinstance(self._retry, RetryPolicy):
+            raise TypeError(f"retry must be a hookrun.RetryPolicy, got {type(retry).__name__}")
+        self._recoverable = RECOVERABLE_TYPES + _exception_types(recoverable)
+        self._dispatcher = Dispatcher(self.hooks, hook_timeout=hook_timeout, task_group=self._task_group)
+        plans = self._dispatcher.plans
+        self._begin, self._after_create = plans["begin"], plans["after_create_session"]
+        self._before, self._after, self._end = plans["before_run"], plans["after_run"], plans["end"]
+        self._hooked = bool(self._before.calls or self._after.calls)
+        self._state = _NEW
+        self._busy = False
+        self._hook_stop = False
+        self._tg: TaskGroup | None = None
+        self._raw: Any = None
+        self._coord: Coordinator | None = None
+        self._on_stop = self._set_hook_stop
+
+    def __repr__(self) -> str:
+        names = ", ".join(hook_name(hook) for hook in self.hooks)
+        return f"{type(self).__name__}({self._state}, hooks=[{names}])"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self: T) -> T:
+        assert isinstance(self, _MonitoredSessionBase)
+        if self._state is not _NEW:
+            raise RuntimeError(f"{type(self).__name__} can be entered only once (it is {self._state})")
+        self._state = _OPEN
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        try:
+            await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
+            await self._create(self._retry.budget())
+        except BaseException as exc:
+            await self._teardown(call_end=False, error=exc)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        clean = exc is None or isinstance(exc, CLEAN_STOP_TYPES)
+        await self._teardown(call_end=clean, error=None if clean else exc)
+        return exc is not None and clean
+
+    async def aclose(self) -> None:
+        """End cleanly: every hook's ``end``, then close the coordinator and the session.
+
+        Closing twice does nothing. Leaving ``async with`` afterwards also does nothing more.
+        """
+        if self._state is _OPEN:
+            await self._close(call_end=True, error=None)
+
+    async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
+        try:
+            if self._state is _OPEN:
+                await self._close(call_end=call_end, error=error)
+        finally:
+            await self._exit_task_group()
+
+    async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
+        """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
+        self._state = _CLOSED
+        failures: list[BaseException] = []
+        if call_end:
+            try:
+                await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls))
+            except Exception as exc:
+                failures.append(exc)
+        failures += await self._close_current(raise_errors=call_end)
+        if failures and error is None:
+            first = failures[0]
+            for other in failures[1:]:
+                first.add_note(f"hookrun: closing also failed: {other!r}")
+            raise first
+        for other in failures:
+            assert error is not None
+            error.add_note(f"hookrun: closing after this error also failed: {other!r}")
+
+    async def _close_current(self, *, raise_errors: bool) -> list[BaseException]:
+        """Close the current coordinator and session (shielded, bounded by the grace period)."""
+        coord, raw = self._coord, self._raw
+        self._coord = self._raw = None
+        failures: list[BaseException] = []
+        with anyio.move_on_after(2 * self._grace + 1.0, shield=True) as scope:
+            if coord is not None:
+                try:
+                    await coord._close_hosted(self._grace, ignore_live_tasks=True)
+                except Exception as exc:
+                    failures.append(exc)
+            if raw is not None:
+                try:
+                    await _aclose(raw)
+                except Exception as exc:
+                    failures.append(exc)
+        if scope.cancelled_caught:
+            logger.warning(
+                "hookrun: closing the session took longer than stop_grace_period=%ss; gave up waiting",
+                self._grace,
+            )
+        if not raise_errors:
+            for exc in failures:
+                logger.warning("hookrun: error while closing a session: %r", exc, exc_info=exc)
+            return []
+        return failures
+
+    async def _exit_task_group(self) -> None:
+        tg, self._tg = self._tg, None
+        if tg is not None:
+            # Nothing of ours runs there any more; the group's exit waits for its tasks
+            # to unwind (it must be the innermost scope, so it cannot be shielded here).
+            tg.cancel_scope.cancel()
+            await tg.__aexit__(None, None, None)
+
+    def _task_group(self) -> TaskGroup:
+        if self._tg is None:
+            raise SessionClosedError(f"{type(self).__name__} is not open")
+        return self._tg
+
+    # -- creation and recovery -------------------------------------------------------------
+
+    async def _create(self, budget: RetryBudget) -> None:
+        while True:
+            try:
+                await self._create_once()
+                return
+            except Exception as exc:
+                if not (self._recover and self._is_recoverable(exc)) or not await budget.wait_to_retry():
+                    raise
+                logger.warning("hookrun: creating the session failed (%r); retrying", exc)
+
+    async def _create_once(self) -> None:
+        raw = await self._create_session()
+        try:
+            _check_session(raw)
+            coord = Coordinator(clean_stop_exception_types=(), step_counter=self._counter)
+            assert self._tg is not None
+            await coord._open_in(self._tg)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await _aclose_logged(raw)
+            raise
+        self._raw, self._coord = raw, coord
+        try:
+            n = len(self._after_create.calls)
+            await self._dispatcher.run(self._after_create, [(raw, coord)] * n)
+        except BaseException:
+            await self._close_current(raise_errors=False)
+            raise
+
+    async def _recover(self, budget: RetryBudget, cause: BaseException) -> None:
+        logger.warning("hookrun: recovering from %r: re-creating the session", cause)
+        coord_error = self._coord.exception if self._coord is not None else None
+        failures = await self._close_current(raise_errors=True)
+        for exc in failures:
+            if exc is coord_error and self._is_recoverable(exc):
+                continue
+            if self._is_recoverable(exc):
+                logger.warning("hookrun: error while closing a failed session: %r", exc)
+                continue
+            raise exc
+        await self._create(budget)
+
+    def _is_recoverable(self, exc: BaseException) -> bool:
+        return isinstance(exc, self._recoverable)
+
+    def _recoverable_cause(self, exc: BaseException) -> BaseException | None:
+        """The error to recover from: the step's, or a recoverable one the coordinator holds."""
+        if self._is_recoverable(exc):
+            return exc
+        held = self._coord.exception if self._coord is not None else None
+        if held is not None and self._is_recoverable(held):
+            return held
+        return None
+
+    # -- stepping --------------------------------------------------------------------------
+
+    def should_stop(self) -> bool:
+        """True once a hook requested stop, the coordinator stopped, or the session closed."""
+        if self._state is not _OPEN or self._hook_stop:
+            return True
+        coord = self._coord
+        if coord is None:
+            return True
+        if coord.should_stop():
+            held = coord.exception
+            return not (self._recover and held is not None and self._is_recoverable(held))
+        return False
+
+    def _set_hook_stop(self) -> None:
+        self._hook_stop = True
+
+    def _refuse(self, what: str) -> None:
+        if self._state is _NEW:
+            raise SessionClosedError(f"{type(self).__name__}.{what} called outside 'async with'")
+        if self._state is _CLOSED:
+            raise SessionClosedError(f"{type(self).__name__}.{what} called after the session closed")
+        if self._busy:
+            raise RuntimeError(
+                f"{type(self).__name__}.{what} called while another run() or run_step_fn() "
+                "of this session is in progress (from another task, or re-entered from a hook); "
+                "a monitored session runs one step at a time"
+            )
+        raise RunAfterStopError(f"{type(self).__name__}.{what} called after a hook requested stop")
+
+    async def run(
+        self,
+        fetches: object = None,
+        feed_dict: Mapping[Hashable, Any] | None = None,
+        options: RunOptions | None = None,
+        run_metadata: RunMetadata | None = None,
+    ) -> Any:
+        """One step: before_run → session run → after_run; returns the caller's fetches."""
+        if self._state is not _OPEN or self._busy or self._hook_stop:
+            self._refuse("run()")
+        self._busy = True
+        try:
+            if self._recover:
+                return await self._with_recovery(self._run_once, fetches, feed_dict, options, run_metadata)
+            return await self._run_once(fetches, feed_dict, options, run_metadata)
+        finally:
+            self._busy = False
+
+    async def run_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
+        """Call ``step_fn(step_context)`` (async) and return its value; recovered calls get
+        a context with the new session."""
+        _check_step_fn(step_fn)
+        if self._state is not _OPEN or self._busy or self._hook_stop:
+            self._refuse("run_step_fn()")
+        self._busy = True
+        try:
+            if self._recover:
+                return await self._with_recovery(self._call_step_fn, step_fn)
+            return await self._call_step_fn(step_fn)
+        finally:
+            self._busy = False
+
+    async def _call_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
+        return await step_fn(StepContext(self, self._raw))
+
+    async def _with_recovery(self, attempt: Callable[..., Awaitable[T]], *args: Any) -> T:
+        budget: RetryBudget | None = None
+        while True:
+            try:
+                coord = self._coord
+                if coord is not None and coord.should_stop():
+                    held = coord.exception
+                    if held is not None and self._is_recoverable(held):
+                        raise held
+                return await attempt(*args)
+            except Exception as exc:
+                cause = self._recoverable_cause(exc)
+                if cause is None:
+                    raise
+                budget = budget or self._retry.budget()
+                if not await budget.wait_to_retry():
+                    raise cause from (exc if cause is not exc else None)
+                await self._recover(budget, cause)
+
+    async def _run_once(
+        self,
+        fetches: object,
+        feed_dict: Mapping[Hashable, Any] | None,
+        options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+    ) -> Any:
+        if self._raw is None:
+            self._refuse("run()")
+        if self._hooked:
+            return await self._run_hooked(fetches, feed_dict, options, run_metadata)
+        keys: list[Hashable] = []
+        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
+        if options is None:
+            options = DEFAULT_OPTIONS
+        else:
+            options = check_options(options, "the caller")
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        values = await self._session_run(keys, feed_dict or _NO_FEEDS, options, metadata)
+        if self._local is not None:
+            self._local.increment_nowait(1)
+        else:
+            await self._counter.increment(1)
+        return None if shape is None else _nest.pack(shape, values)
+
+    async def _session_run(
+        self, keys: list[Hashable], feeds: Mapping[Hashable, Any], options: RunOptions, metadata: RunMetadata
+    ) -> Sequence[Any]:
+        raw = self._raw
+        if options is DEFAULT_OPTIONS:
+            values = await raw.run(keys, feeds, options, metadata)
+        else:
+            values = await self._session_run_with_options(raw, keys, feeds, options, metadata)
+        if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+            values = check_values(raw, keys, values)
+        return values  # type: ignore[no-any-return]
+
+    async def _session_run_with_options(
+        self, raw: Any, keys: list[Hashable], feeds: Mapping[Hashable, Any], options: RunOptions, metadata: RunMetadata
+    ) -> Any:
+        start = anyio.current_time() if options.trace else 0.0
+        try:
+            if options.timeout is None:
+                return await raw.run(keys, feeds, options, metadata)
+            with anyio.move_on_after(options.timeout):
+                return await raw.run(keys, feeds, options, metadata)
+            raise DeadlineExceededError(
+                f"{type(raw).__name__}.run took longer than RunOptions.timeout={options.timeout}s"
+            )
+        finally:
+            if options.trace:
+                metadata.timings.append(TimingRecord("run", "run", start, anyio.current_time()))
+
+    async def _run_hooked(
+        self,
+        fetches: object,
+        feed_dict: Mapping[Hashable, Any] | None,
+        options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+    ) -> Any:
+        local = self._local
+        step = local.value if local is not None else await self._counter.get()
+        caller_options = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+        ctx = SessionRunContext(SessionRunArgs(fetches, feed_dict, options), self._raw, step, self._on_stop)
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        trace = metadata.timings if caller_options.trace else None
+        before = self._before
+        requests = await self._dispatcher.run(before, [(ctx,)] * len(before.calls), trace) if before.calls else ()
+        keys: list[Hashable] = []
+        positions: dict[Hashable, int] = {}
+        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, positions)
+        shapes: dict[int, Any] = {}
+        hook_feeds: list[tuple[str, Mapping[Hashable, Any]]] = []
+        hook_options: list[tuple[str, RunOptions]] = []
+        for call, request in zip(before.calls, requests):
+            if request is None:
+                continue
+            if type(request) is not SessionRunArgs:
+                _bad_request(call.name, request)
+            if request.fetches is not None:
+                shapes[call.index] = _nest.index(request.fetches, f"hook {call.name}", keys, positions)
+            if request.feed_dict:
+                hook_feeds.append((f"hook {call.name}", request.feed_dict))
+            if request.options is not None:
+                hook_options.append((f"hook {call.name}", check_options(request.options, f"hook {call.name}")))
+        feeds = merge_feeds(hook_feeds, feed_dict) if hook_feeds else feed_dict
+        if hook_options:
+            merged = merge_options([("the caller", caller_options), *hook_options])
+        else:
+            merged = caller_options
+        values = await self._session_run(keys, feeds or _NO_FEEDS, merged, metadata)
+        after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
+        after = self._after
+        if after.calls:
+            if merged.trace:
+                trace = metadata.timings
+            nothing = SessionRunValues(None, merged, metadata, after_step)
+            args = [
+                (ctx, nothing if call.index not in shapes
+                 else SessionRunValues(_nest.pack(shapes[call.index], values), merged, metadata, after_step))
+                for call in after.calls
+            ]
+            await self._dispatcher.run(after, args, trace)
+        return None if shape is None else _nest.pack(shape, values)
+
+
+class MonitoredSession(_MonitoredSessionBase):
+    """Drives a session step by step with hooks, a coordinator and recovery.
+
+    ``session_creator`` is an object with ``async create_session()`` or an async
+    factory. Errors of the recoverable types (``AbortedError``,
+    ``UnavailableError`` and ``recoverable``) re-create the session and re-run
+    the whole call, following ``retry``.
+    """
+
+    _recover = True
+
+    def __init__(
+        self,
+        session_creator: object,
+        hooks: Iterable[object] = (),
+        *,
+        stop_grace_period: float = 120.0,
+        retry: RetryPolicy | None = None,
+        recoverable: Iterable[type[BaseException]] = (),
+        step_counter: StepCounter | None = None,
+        hook_timeout: float | None = None,
+    ) -> None:
+        super().__init__(
+            session_creator,
+            hooks,
+            stop_grace_period=stop_grace_period,
+            step_counter=step_counter,
+            hook_timeout=hook_timeout,
+            retry=retry,
+            recoverable=recoverable,
+        )
+
+    async def __aenter__(self) -> MonitoredSession:
+        await super().__aenter__()
+        return self
+
+
+class SingularMonitoredSession(_MonitoredSessionBase):
+    """A monitored session that never recovers: every error propagates."""
+
+    def __init__(
+        self,
+        session_creator: object,
+        hooks: Iterable[object] = (),
+        *,
+        stop_grace_period: float = 120.0,
+        step_counter: StepCounter | None = None,
+        hook_timeout: float | None = None,
+    ) -> None:
+        super().__init__(
+            session_creator,
+            hooks,
+            stop_grace_period=stop_grace_period,
+            step_counter=step_counter,
+            hook_timeout=hook_timeout,
+        )
+
+    async def __aenter__(self) -> SingularMonitoredSession:
+        await super().__aenter__()
+        return self
+
+    def raw_session(self) -> Any:
+        """The current raw session, or ``None`` once closed."""
+        return self._raw
+
+
+# -- validation helpers --------------------------------------------------------------------
+
+
+def _creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
+    method = getattr(creator, "create_session", None)
+    if method is not None:
+        if not is_async_callable(method):
+            raise TypeError(
+                f"session_creator {creator!r}: create_session must be 'async def', "
+                f"got a plain {type(method).__name__}"
+            )
+        return method  # type: ignore[no-any-return]
+    if callable(creator):
+        if not is_async_callable(creator):
+            raise TypeError(
+                f"session_creator {creator!r} is a plain callable; pass an async factory "
+                "or an object with 'async def create_session()'"
+            )
+        return creator  # type: ignore[return-value]
+    raise TypeError(
+        f"session_creator must have 'async def create_session()' or be an async factory, "
+        f"got {type(creator).__name__}"
+    )
+
+
+def _hook_list(hooks: Iterable[object]) -> tuple[object, ...]:
+    if hasattr(hooks, "before_run") or hasattr(hooks, "after_run") or not isinstance(hooks, Iterable):
+        raise TypeError(f"hooks must be a list of hooks, got {type(hooks).__name__}; wrap a single hook in a list")
+    return tuple(hooks)
+
+
+def _check_seconds(name: str, value: object, *, allow_zero: bool) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a number of seconds {bound}, got {value!r}")
+
+
+def _step_counter(counter: StepCounter | None) -> StepCounter:
+    if counter is None:
+        return LocalStepCounter()
+    if not isinstance(counter, StepCounter):
+        raise TypeError(
+            f"step_counter {counter!r} does not implement StepCounter "
+            "(async get, increment, set and wait_for)"
+        )
+    return counter
+
+
+def _exception_types(types_: Iterable[type[BaseException]]) -> tuple[type[BaseException], ...]:
+    result = tuple(types_)
+    for item in result:
+        if not (isinstance(item, type) and issubclass(item, BaseException)):
+            raise TypeError(f"recoverable must hold exception classes, got {item!r}")
+    return result
+
+
+def _check_session(raw: object) -> None:
+    run = getattr(raw, "run", None)
+    if run is None or not is_async_callable(run):
+        raise TypeError(
+            f"the session creator returned {raw!r} ({type(raw).__name__}), which is not a "
+            "session: it needs 'async def run(fetches, feed_dict, options, run_metadata)'"
+        )
+
+
+def _check_step_fn(step_fn: object) -> None:
+    if not callable(step_fn) or not is_async_callable(step_fn):
+        raise TypeError(f"run_step_fn needs an async function, got {step_fn!r}")
+    params = [
+        p for p in inspect.signature(step_fn).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    if len(params) != 1:
+        names = tuple(p.name for p in params)
+        raise ValueError(
+            "`step_fn` may either have one `step_context` argument, or `self` and "
+            f"`step_context` arguments if it's an instance method. Got {names} instead."
+        )
+
+
+def _bad_request(name: str, request: object) -> None:
+    raise TypeError(
+        f"hook {name}: before_run returned {type(request).__name__}; expected None or hookrun.SessionRunArgs"
+    )
+
+
+async def _aclose(raw: object) -> None:
+    close = getattr(raw, "aclose", None)
+    if close is not None:
+        await close()
+
+
+async def _aclose_logged(raw: object) -> None:
+    try:
+        await _aclose(raw)
+    except Exception as exc:
+        logger.warning("hookrun: error while closing a session: %r", exc, exc_info=exc)
+
