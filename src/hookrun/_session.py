@@ -73,7 +73,8 @@ class StepContext:
 
 
 class _MonitoredSessionBase:
-    _recover = False
+    #: Whether recoverable errors re-create the session (MonitoredSession) or propagate.
+    _recovers = False
 
     def __init__(
         self,
@@ -109,6 +110,8 @@ class _MonitoredSessionBase:
         self._tg: TaskGroup | None = None
         self._raw: Any = None
         self._coord: Coordinator | None = None
+        #: Why there is no session while open: re-creating it failed.
+        self._broken: BaseException | None = None
         self._on_stop = self._set_hook_stop
 
     def __repr__(self) -> str:
@@ -224,7 +227,7 @@ class _MonitoredSessionBase:
                 await self._create_once()
                 return
             except Exception as exc:
-                if not (self._recover and self._is_recoverable(exc)) or not await budget.wait_to_retry():
+                if not (self._recovers and self._is_recoverable(exc)) or not await budget.wait_to_retry():
                     raise
                 logger.warning("hookrun: creating the session failed (%r); retrying", exc)
 
@@ -257,8 +260,14 @@ class _MonitoredSessionBase:
             if self._is_recoverable(exc):
                 logger.warning("hookrun: error while closing a failed session: %r", exc)
                 continue
+            self._broken = exc
             raise exc
-        await self._create(budget)
+        try:
+            await self._create(budget)
+        except BaseException as exc:
+            self._broken = exc
+            raise
+        self._broken = None
 
     def _is_recoverable(self, exc: BaseException) -> bool:
         return isinstance(exc, self._recoverable)
@@ -283,7 +292,7 @@ class _MonitoredSessionBase:
             return True
         if coord.should_stop():
             held = coord.exception
-            return not (self._recover and held is not None and self._is_recoverable(held))
+            return not (self._recovers and held is not None and self._is_recoverable(held))
         return False
 
     def _set_hook_stop(self) -> None:
@@ -302,6 +311,13 @@ class _MonitoredSessionBase:
             )
         raise RunAfterStopError(f"{type(self).__name__}.{what} called after a hook requested stop")
 
+    def _refuse_broken(self) -> None:
+        if self._state is not _OPEN:
+            self._refuse("run()")
+        raise SessionClosedError(
+            f"{type(self).__name__} has no session: re-creating it failed with {self._broken!r}"
+        )
+
     async def run(
         self,
         fetches: object = None,
@@ -314,7 +330,7 @@ class _MonitoredSessionBase:
             self._refuse("run()")
         self._busy = True
         try:
-            if self._recover:
+            if self._recovers:
                 return await self._with_recovery(self._run_once, fetches, feed_dict, options, run_metadata)
             return await self._run_once(fetches, feed_dict, options, run_metadata)
         finally:
@@ -328,7 +344,7 @@ class _MonitoredSessionBase:
             self._refuse("run_step_fn()")
         self._busy = True
         try:
-            if self._recover:
+            if self._recovers:
                 return await self._with_recovery(self._call_step_fn, step_fn)
             return await self._call_step_fn(step_fn)
         finally:
@@ -364,7 +380,7 @@ class _MonitoredSessionBase:
         run_metadata: RunMetadata | None,
     ) -> Any:
         if self._raw is None:
-            self._refuse("run()")
+            self._refuse_broken()
         if self._hooked:
             return await self._run_hooked(fetches, feed_dict, options, run_metadata)
         keys: list[Hashable] = []
@@ -471,7 +487,7 @@ class MonitoredSession(_MonitoredSessionBase):
     the whole call, following ``retry``.
     """
 
-    _recover = True
+    _recovers = True
 
     def __init__(
         self,

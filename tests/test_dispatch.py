@@ -1,0 +1,322 @@
+"""The phase dispatcher: concurrency, ordering, errors, and what hooks may rely on inside a call."""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+import anyio
+import pytest
+
+import hookrun
+from hookrun import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from hookrun.testing import RecordingHook, ScriptedCreator
+
+pytestmark = pytest.mark.anyio
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+
+def creator() -> ScriptedCreator:
+    return ScriptedCreator({f"k{i}": i for i in range(10)} | {"shared": "s"})
+
+
+class Barrier(SessionRunHook):
+    """Waits in before_run until every member has started: only concurrency can finish."""
+
+    def __init__(self, started: list[str], everyone: anyio.Event, size: int, name: str) -> None:
+        self.started, self.everyone, self.size, self.name = started, everyone, size, name
+
+    async def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        self.started.append(self.name)
+        if len(self.started) == self.size:
+            self.everyone.set()
+        await self.everyone.wait()
+        return SessionRunArgs(f"k{int(self.name[1:])}")
+
+
+async def test_before_run_hooks_run_concurrently() -> None:
+    """K hooks that each wait for all K to have started finish one step (a sequential runtime deadlocks)."""
+    started: list[str] = []
+    everyone = anyio.Event()
+    hooks = [Barrier(started, everyone, 5, f"h{i}") for i in range(5)]
+    with anyio.fail_after(5):
+        async with hookrun.MonitoredSession(creator(), hooks) as sess:
+            await sess.run()
+    assert sorted(started) == [f"h{i}" for i in range(5)]
+
+
+async def test_k_hooks_waiting_take_one_delay_not_k() -> None:
+    """Five hooks each waiting 50 ms on an event released once: all were waiting at the same time."""
+    release = anyio.Event()
+    waiting: list[int] = []
+
+    class Waiter(SessionRunHook):
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            waiting.append(self.i)
+            await release.wait()
+
+    async def releaser() -> None:
+        await anyio.wait_all_tasks_blocked()
+        assert len(waiting) == 5  # all five are suspended together before anything is released
+        release.set()
+
+    async with hookrun.MonitoredSession(creator(), [Waiter(i) for i in range(5)]) as sess:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(releaser)
+                await sess.run()
+    assert waiting == [0, 1, 2, 3, 4]
+
+
+async def test_results_merged_in_list_order_whatever_completion_order() -> None:
+    """Feeds and fetch results follow hook list order even when later hooks finish first."""
+    order: list[str] = []
+    gates = [anyio.Event() for _ in range(3)]
+
+    class Late(SessionRunHook):
+        def __init__(self, i: int) -> None:
+            self.i = i
+            self.name = f"late{i}"
+
+        async def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+            await gates[self.i].wait()
+            order.append(self.name)
+            if self.i > 0:
+                gates[self.i - 1].set()
+            return SessionRunArgs([f"k{self.i}", "shared"])
+
+        async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+            assert run_values.results == [self.i, "s"]
+
+    gates[2].set()
+    session_creator = creator()
+    async with hookrun.MonitoredSession(session_creator, [Late(0), Late(1), Late(2)]) as sess:
+        with anyio.fail_after(5):
+            await sess.run("k9")
+    assert order == ["late2", "late1", "late0"]
+    fetched, _, _ = session_creator.sessions[0].runs[0]
+    assert fetched == ["k9", "k0", "shared", "k1", "k2"]
+
+
+async def test_hook_sets_contextvar_before_first_await_does_not_leak() -> None:
+    """Each async hook runs in its own copy of the context, as a task would."""
+    seen: list[str] = []
+
+    class Setter(SessionRunHook):
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            VAR.set("leaked")
+            await anyio.lowlevel.checkpoint()
+
+    class Reader(SessionRunHook):
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            seen.append(VAR.get())
+            await anyio.lowlevel.checkpoint()
+            seen.append(VAR.get())
+
+    async with hookrun.MonitoredSession(creator(), [Setter(), Reader(), Setter()]) as sess:
+        await sess.run()
+        await sess.run()
+    assert seen == ["unset"] * 4
+    assert VAR.get() == "unset"
+
+
+async def test_cancel_scope_opened_before_first_suspension_works() -> None:
+    """move_on_after/fail_after inside before_run keep working across the hook's suspensions."""
+    outcomes: list[str] = []
+
+    class Scoped(SessionRunHook):
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            with anyio.move_on_after(0.01) as scope:
+                await anyio.sleep_forever()
+            outcomes.append(f"moved on: {scope.cancelled_caught}")
+            with anyio.fail_after(5):
+                await anyio.lowlevel.checkpoint()
+            outcomes.append("fail_after ok")
+
+    async with hookrun.MonitoredSession(creator(), [Scoped(), Scoped(), Scoped()]) as sess:
+        with anyio.fail_after(5):
+            await sess.run()
+            await sess.run()
+    assert sorted(outcomes) == ["fail_after ok"] * 6 + ["moved on: True"] * 6
+
+
+async def test_hook_keeps_its_task_across_suspensions() -> None:
+    """A started hook coroutine never moves to another task."""
+    identities: list[tuple[int, int]] = []
+
+    class Identity(SessionRunHook):
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            first = anyio.get_current_task().id
+            await anyio.lowlevel.checkpoint()
+            await anyio.sleep(0)
+            identities.append((first, anyio.get_current_task().id))
+
+    async with hookrun.MonitoredSession(creator(), [Identity() for _ in range(4)]) as sess:
+        await sess.run()
+    assert len(identities) == 4
+    assert all(first == last for first, last in identities)
+
+
+async def test_hooks_that_do_not_suspend_run_in_the_callers_task() -> None:
+    """No task is made for hooks that finish without suspending."""
+    tasks: list[int] = []
+
+    class Quick(SessionRunHook):
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            tasks.append(anyio.get_current_task().id)
+
+    async with hookrun.MonitoredSession(creator(), [Quick() for _ in range(3)]) as sess:
+        await sess.run()
+        assert set(tasks) == {anyio.get_current_task().id}
+
+
+async def test_earliest_hook_error_wins_others_attached_as_notes() -> None:
+    """Two failing hooks: the earlier hook's error propagates unwrapped, the later one is a note."""
+    later_failed = anyio.Event()
+
+    class FailsLater(SessionRunHook):
+        name = "first"
+
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            await later_failed.wait()
+            raise ValueError("first hook")
+
+    class FailsFirst(SessionRunHook):
+        name = "second"
+
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            await anyio.lowlevel.checkpoint()
+            later_failed.set()
+            raise KeyError("second hook")
+
+    hooks = [FailsLater(), FailsFirst()]
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        for _ in range(2):  # the first step learns; the second runs under a cancel scope
+            later_failed = anyio.Event()
+            with pytest.raises(ValueError, match="first hook") as info:
+                with anyio.fail_after(5):
+                    await sess.run()
+            assert any("second" in note and "KeyError" in note for note in info.value.__notes__)
+        await sess.aclose()
+
+
+async def test_a_failing_hook_cancels_its_waiting_siblings() -> None:
+    """Once a phase has suspended before, a failure cancels every other hook of the phase."""
+    cancelled: list[str] = []
+    started: list[str] = []
+    fail = False
+
+    class Waits(SessionRunHook):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            if fail:
+                started.append(self.name)
+            try:
+                await anyio.sleep(0 if not fail else 60)
+            except anyio.get_cancelled_exc_class():
+                cancelled.append(self.name)
+                raise
+
+    class Fails(SessionRunHook):
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            await anyio.lowlevel.checkpoint()
+            if fail:
+                raise RuntimeError("boom")
+
+    async with hookrun.MonitoredSession(creator(), [Waits("a"), Fails(), Waits("b")]) as sess:
+        await sess.run()  # every hook suspends once: the phase learns it needs a scope
+        fail = True
+        with anyio.fail_after(5), pytest.raises(RuntimeError, match="boom"):
+            await sess.run()
+        await sess.aclose()
+    # Every hook that started in the failing step was cancelled (one started after the
+    # failure is never started at all, depending on the backend's scheduling).
+    assert "a" in started
+    assert sorted(cancelled) == sorted(started)
+
+
+async def test_exception_before_first_await_follows_the_error_rule() -> None:
+    """A hook failing before it suspends stops later hooks from starting; earlier ones finish."""
+    log: list[tuple[str, str]] = []
+    hooks = [
+        RecordingHook("a", log=log),
+        RecordingHook("b", raises={"before_run": LookupError("sync failure")}, log=log),
+        RecordingHook("c", log=log),
+    ]
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        with pytest.raises(LookupError, match="sync failure"):
+            await sess.run()
+        await sess.aclose()
+    assert ("a", "before_run") in log
+    assert ("c", "before_run") not in log
+    assert all(phase != "after_run" for _, phase in log)
+
+
+async def test_sync_hooks_are_called_inline() -> None:
+    """Plain-function hooks run inline, in the caller's task, in list order."""
+    calls: list[tuple[str, int]] = []
+
+    class Plain(SessionRunHook):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+            calls.append((self.name, anyio.get_current_task().id))
+            return SessionRunArgs("k1")
+
+        def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+            assert run_values.results == 1
+
+    async with hookrun.MonitoredSession(creator(), [Plain("x"), Plain("y")]) as sess:
+        await sess.run()
+        me = anyio.get_current_task().id
+    assert calls == [("x", me), ("y", me)]
+
+
+async def test_hook_timeout_names_hook_phase_and_limit() -> None:
+    """A hook call over hook_timeout is cancelled and HookTimeoutError names hook, phase and limit."""
+
+    class Slow(SessionRunHook):
+        name = "slowpoke"
+
+        async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+            await anyio.sleep_forever()
+
+    async with hookrun.MonitoredSession(creator(), [Slow()], hook_timeout=0.02) as sess:
+        with anyio.fail_after(5), pytest.raises(hookrun.HookTimeoutError, match=r"slowpoke.*0\.02.*after_run") as info:
+            await sess.run()
+        await sess.aclose()
+    assert info.value.phase == "after_run" and info.value.limit == 0.02
+
+
+async def test_trace_records_one_span_per_hook_call_and_run() -> None:
+    """RunOptions(trace=True) fills run_metadata.timings with every hook call and the run."""
+    hooks = [RecordingHook("a"), RecordingHook("b")]
+    metadata = hookrun.RunMetadata()
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        await sess.run(options=hookrun.RunOptions(trace=True), run_metadata=metadata)
+    spans = sorted((t.phase, t.name) for t in metadata.timings)
+    assert spans == [("after_run", "a"), ("after_run", "b"), ("before_run", "a"), ("before_run", "b"), ("run", "run")]
+    assert all(t.end >= t.start for t in metadata.timings)
+
+
+async def test_sync_method_returning_a_coroutine_is_a_type_error() -> None:
+    """A plain def that returns an awaitable is rejected with a message naming the hook."""
+
+    class Confused(SessionRunHook):
+        def before_run(self, run_context: SessionRunContext) -> Any:
+            async def later() -> None:
+                return None
+
+            return later()
+
+    async with hookrun.MonitoredSession(creator(), [Confused()]) as sess:
+        with pytest.raises(TypeError, match="Confused: before_run is a plain function but returned an awaitable"):
+            await sess.run()
+        await sess.aclose()
