@@ -1,4 +1,4 @@
-"""MonitoredSession: lifecycle, merging, stop, errors and closing (SPEC §2–§6, TF checklist ◆ items)."""
+"""MonitoredSession: lifecycle, merging, stop, errors and closing (SPEC sections 2-6, TF checklist items)."""
 
 from __future__ import annotations
 
@@ -371,7 +371,7 @@ async def test_session_returning_wrong_number_of_values() -> None:
         return Short()
 
     async with MonitoredSession(make, []) as sess:
-        with pytest.raises(TypeError, match="Short.run returned 0 values for 1 fetches"):
+        with pytest.raises(TypeError, match=r"Short\.run returned 0 values for 1 fetches"):
             await sess.run("a")
         await sess.aclose()
 
@@ -392,7 +392,7 @@ async def test_creator_returning_non_session_is_rejected() -> None:
     async def make() -> object:
         return 42
 
-    with pytest.raises(TypeError, match="returned 42 .int., which is not a session"):
+    with pytest.raises(TypeError, match=r"returned 42 \(int\), which is not a session"):
         async with MonitoredSession(make):
             pass
 

@@ -136,7 +136,7 @@ class SessionRunArgs(NamedTuple):
     """
 
     fetches: Any = None
-    feed_dict: Mapping[Hashable, Any] | None = None
+    feed_dict: Mapping[Any, Any] | None = None
     options: RunOptions | None = None
 
 

@@ -28,9 +28,9 @@ def check_options(options: object, party: str) -> RunOptions:
 
 
 def merge_feeds(
-    hook_feeds: Sequence[tuple[str, Mapping[Hashable, Any]]],
-    caller_feeds: Mapping[Hashable, Any] | None,
-) -> Mapping[Hashable, Any] | None:
+    hook_feeds: Sequence[tuple[str, Mapping[Any, Any]]],
+    caller_feeds: Mapping[Any, Any] | None,
+) -> Mapping[Any, Any] | None:
     """Merge the hooks' feeds (in list order) with the caller's; raise on any key fed twice."""
     if not hook_feeds:
         return caller_feeds

@@ -106,7 +106,7 @@ def flatten(structure: object, party: str = "caller") -> list[Hashable]:
     return keys
 
 
-def unflatten(structure: object, mapping: Mapping[Hashable, object], party: str = "caller") -> Any:
+def unflatten(structure: object, mapping: Mapping[Any, object], party: str = "caller") -> Any:
     """``structure`` with every leaf replaced by ``mapping[leaf]``."""
     keys: list[Hashable] = []
     shape = index(structure, party, keys, {})

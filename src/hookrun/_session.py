@@ -32,7 +32,14 @@ from ._errors import (
     RunAfterStopError,
     SessionClosedError,
 )
-from ._hooks import RunMetadata, RunOptions, SessionRunArgs, SessionRunContext, SessionRunValues, TimingRecord
+from ._hooks import (
+    RunMetadata,
+    RunOptions,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunValues,
+    TimingRecord,
+)
 from ._merge import DEFAULT_OPTIONS, check_options, merge_feeds, merge_options
 from ._recovery import RetryBudget, RetryPolicy
 from ._sessions import check_values
@@ -44,7 +51,7 @@ logger = logging.getLogger("hookrun")
 
 T = TypeVar("T")
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"
-_NO_FEEDS: Mapping[Hashable, Any] = MappingProxyType({})
+_NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
 
 
 class StepContext:
@@ -60,7 +67,7 @@ class StepContext:
     async def run_with_hooks(
         self,
         fetches: object = None,
-        feed_dict: Mapping[Hashable, Any] | None = None,
+        feed_dict: Mapping[Any, Any] | None = None,
         options: RunOptions | None = None,
         run_metadata: RunMetadata | None = None,
     ) -> Any:
@@ -201,8 +208,8 @@ class _MonitoredSessionBase:
                 self._grace,
             )
         if not raise_errors:
-            for exc in failures:
-                logger.warning("hookrun: error while closing a session: %r", exc, exc_info=exc)
+            for failure in failures:
+                logger.warning("hookrun: error while closing a session: %r", failure, exc_info=failure)
             return []
         return failures
 
@@ -321,7 +328,7 @@ class _MonitoredSessionBase:
     async def run(
         self,
         fetches: object = None,
-        feed_dict: Mapping[Hashable, Any] | None = None,
+        feed_dict: Mapping[Any, Any] | None = None,
         options: RunOptions | None = None,
         run_metadata: RunMetadata | None = None,
     ) -> Any:
@@ -375,7 +382,7 @@ class _MonitoredSessionBase:
     async def _run_once(
         self,
         fetches: object,
-        feed_dict: Mapping[Hashable, Any] | None,
+        feed_dict: Mapping[Any, Any] | None,
         options: RunOptions | None,
         run_metadata: RunMetadata | None,
     ) -> Any:
@@ -385,10 +392,7 @@ class _MonitoredSessionBase:
             return await self._run_hooked(fetches, feed_dict, options, run_metadata)
         keys: list[Hashable] = []
         shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-        if options is None:
-            options = DEFAULT_OPTIONS
-        else:
-            options = check_options(options, "the caller")
+        options = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         metadata = RunMetadata() if run_metadata is None else run_metadata
         values = await self._session_run(keys, feed_dict or _NO_FEEDS, options, metadata)
         if self._local is not None:
@@ -398,7 +402,7 @@ class _MonitoredSessionBase:
         return None if shape is None else _nest.pack(shape, values)
 
     async def _session_run(
-        self, keys: list[Hashable], feeds: Mapping[Hashable, Any], options: RunOptions, metadata: RunMetadata
+        self, keys: list[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
     ) -> Sequence[Any]:
         raw = self._raw
         if options is DEFAULT_OPTIONS:
@@ -410,7 +414,7 @@ class _MonitoredSessionBase:
         return values  # type: ignore[no-any-return]
 
     async def _session_run_with_options(
-        self, raw: Any, keys: list[Hashable], feeds: Mapping[Hashable, Any], options: RunOptions, metadata: RunMetadata
+        self, raw: Any, keys: list[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
     ) -> Any:
         start = anyio.current_time() if options.trace else 0.0
         try:
@@ -428,7 +432,7 @@ class _MonitoredSessionBase:
     async def _run_hooked(
         self,
         fetches: object,
-        feed_dict: Mapping[Hashable, Any] | None,
+        feed_dict: Mapping[Any, Any] | None,
         options: RunOptions | None,
         run_metadata: RunMetadata | None,
     ) -> Any:
@@ -439,14 +443,14 @@ class _MonitoredSessionBase:
         metadata = RunMetadata() if run_metadata is None else run_metadata
         trace = metadata.timings if caller_options.trace else None
         before = self._before
-        requests = await self._dispatcher.run(before, [(ctx,)] * len(before.calls), trace) if before.calls else ()
+        requests: Sequence[Any] = await self._dispatcher.run(before, [(ctx,)] * len(before.calls), trace) if before.calls else ()
         keys: list[Hashable] = []
         positions: dict[Hashable, int] = {}
         shape = None if fetches is None else _nest.index(fetches, "the caller", keys, positions)
         shapes: dict[int, Any] = {}
-        hook_feeds: list[tuple[str, Mapping[Hashable, Any]]] = []
+        hook_feeds: list[tuple[str, Mapping[Any, Any]]] = []
         hook_options: list[tuple[str, RunOptions]] = []
-        for call, request in zip(before.calls, requests):
+        for call, request in zip(before.calls, requests, strict=True):
             if request is None:
                 continue
             if type(request) is not SessionRunArgs:
@@ -562,7 +566,7 @@ def _creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
                 f"session_creator {creator!r} is a plain callable; pass an async factory "
                 "or an object with 'async def create_session()'"
             )
-        return creator  # type: ignore[return-value]
+        return creator
     raise TypeError(
         f"session_creator must have 'async def create_session()' or be an async factory, "
         f"got {type(creator).__name__}"

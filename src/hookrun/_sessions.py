@@ -9,7 +9,7 @@ monitored step. Pure adapters: no session state lives here.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
@@ -29,7 +29,7 @@ class Session(Protocol):
     async def run(
         self,
         fetches: Sequence[Hashable],
-        feed_dict: Mapping[Hashable, Any],
+        feed_dict: Mapping[Any, Any],
         options: RunOptions,
         run_metadata: RunMetadata,
     ) -> Sequence[Any]:
@@ -44,7 +44,6 @@ class SessionCreator(Protocol):
     async def create_session(self) -> Any: ...
 
 
-StepFn = Callable[[Mapping[Hashable, Any]], "Mapping[Hashable, Any] | None | Awaitable[Mapping[Hashable, Any] | None]"]
 
 
 class StepSession:
@@ -69,7 +68,7 @@ class StepSession:
     async def run(
         self,
         fetches: Sequence[Hashable],
-        feed_dict: Mapping[Hashable, Any],
+        feed_dict: Mapping[Any, Any],
         options: RunOptions = _NO_OPTIONS,
         run_metadata: RunMetadata | None = None,
     ) -> list[Any]:
@@ -95,14 +94,14 @@ class StepSession:
         except KeyError as exc:
             raise KeyError(
                 f"{self!r}: no value for fetch {exc.args[0]!r}; the step produced "
-                f"{sorted(map(repr, produced))}"
+                f"{', '.join(sorted(map(repr, produced))) or 'nothing'}"
             ) from None
 
 
 async def fetch(
     session: Any,
     structure: object,
-    feed_dict: Mapping[Hashable, Any] | None = None,
+    feed_dict: Mapping[Any, Any] | None = None,
     *,
     options: RunOptions | None = None,
 ) -> Any:

@@ -15,7 +15,14 @@ from typing import Any
 import anyio
 
 from ._coordinator import Coordinator
-from ._hooks import RunMetadata, RunOptions, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from ._hooks import (
+    RunMetadata,
+    RunOptions,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
 
 __all__ = ["Call", "RecordingHook", "ScriptedCreator", "ScriptedSession"]
 
@@ -113,7 +120,7 @@ class ScriptedSession:
 
     def __init__(
         self,
-        values: Mapping[Hashable, Any] | None = None,
+        values: Mapping[Any, Any] | None = None,
         *,
         errors: Mapping[int, BaseException] | None = None,
         hang_at: Sequence[int] = (),
@@ -133,7 +140,7 @@ class ScriptedSession:
     async def run(
         self,
         fetches: Sequence[Hashable],
-        feed_dict: Mapping[Hashable, Any],
+        feed_dict: Mapping[Any, Any],
         options: RunOptions,
         run_metadata: RunMetadata,
     ) -> list[Any]:
@@ -149,7 +156,7 @@ class ScriptedSession:
             raise error
         return [self._answer(key, step, feed_dict) for key in fetches]
 
-    def _answer(self, key: Hashable, step: int, feed_dict: Mapping[Hashable, Any]) -> Any:
+    def _answer(self, key: Hashable, step: int, feed_dict: Mapping[Any, Any]) -> Any:
         if key in self.values:
             value = self.values[key]
             return value(step, feed_dict) if callable(value) else value
@@ -167,7 +174,7 @@ class ScriptedCreator:
 
     def __init__(
         self,
-        values: Mapping[Hashable, Any] | None = None,
+        values: Mapping[Any, Any] | None = None,
         *,
         session_errors: Mapping[int, Mapping[int, BaseException]] | None = None,
         errors: Mapping[int, BaseException] | None = None,

@@ -1,0 +1,39 @@
+"""Every example runs, on both backends, and does what its docstring says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from examples import flaky_recovery, minimal_hook, pipeline
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_minimal_hook_stops_after_three_steps() -> None:
+    """The minimal hook stops the loop at step 3."""
+    assert await minimal_hook.main() == [1, 4, 9]
+
+
+async def test_pipeline_ends_cleanly_on_exhausted_input() -> None:
+    """The pipeline processes every batch and end() runs when the input is exhausted."""
+    written, total = await pipeline.main(batches=5)
+    assert len(written) == 5
+    assert total == sum(sum(batch) for batch in written)
+
+
+async def test_flaky_recovery_recreates_sessions() -> None:
+    """Two lost workers: three sessions, every step answered, the step counter intact."""
+    answers, created, step = await flaky_recovery.main(steps=8)
+    assert len(answers) == 8 and created == 3 and step == 8
+
+
+def test_demo_command_runs() -> None:
+    """python -m hookrun demo runs on both backends and ends cleanly."""
+    for backend in ("asyncio", "trio"):
+        done = subprocess.run(
+            [sys.executable, "-m", "hookrun", "demo", "--steps", "5", "--backend", backend],
+            capture_output=True, text=True, timeout=60, check=True,
+        )
+        assert "ended cleanly" in done.stdout and "2 sessions created" in done.stdout
