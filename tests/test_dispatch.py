@@ -6,6 +6,7 @@ import contextvars
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import hookrun
@@ -152,7 +153,7 @@ async def test_hook_keeps_its_task_across_suspensions() -> None:
         async def before_run(self, run_context: SessionRunContext) -> None:
             first = anyio.get_current_task().id
             await anyio.lowlevel.checkpoint()
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             identities.append((first, anyio.get_current_task().id))
 
     async with hookrun.MonitoredSession(creator(), [Identity() for _ in range(4)]) as sess:

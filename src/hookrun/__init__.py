@@ -7,6 +7,9 @@ asyncio and trio.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from ._compose import in_thread, sequential
 from ._coordinator import Coordinator
 from ._errors import (
@@ -34,6 +37,43 @@ from ._session import MonitoredSession, SingularMonitoredSession, StepContext
 from ._sessions import Session, SessionCreator, StepSession, fetch
 from ._step import LocalStepCounter, StepCounter
 
+if TYPE_CHECKING:
+    from ._timer import NeverTriggerTimer, SecondOrStepTimer
+    from .hooks import (
+        Trigger,
+        at_step,
+        every,
+        on_after_create_session,
+        on_after_run,
+        on_before_run,
+        on_begin,
+        on_end,
+    )
+
+# Function hooks, triggers and timers live in hookrun.hooks; they are re-exported here
+# but imported on first use, so that `import hookrun` stays light.
+_LAZY = {
+    "NeverTriggerTimer": "._timer",
+    "SecondOrStepTimer": "._timer",
+    "Trigger": ".hooks",
+    "at_step": ".hooks",
+    "every": ".hooks",
+    "on_after_create_session": ".hooks",
+    "on_after_run": ".hooks",
+    "on_before_run": ".hooks",
+    "on_begin": ".hooks",
+    "on_end": ".hooks",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hookrun' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -45,11 +85,13 @@ __all__ = [
     "HookrunError",
     "LocalStepCounter",
     "MonitoredSession",
+    "NeverTriggerTimer",
     "OutOfRangeError",
     "RetryPolicy",
     "RunAfterStopError",
     "RunMetadata",
     "RunOptions",
+    "SecondOrStepTimer",
     "Session",
     "SessionClosedError",
     "SessionCreator",
@@ -62,8 +104,16 @@ __all__ = [
     "StepCounter",
     "StepSession",
     "TimingRecord",
+    "Trigger",
     "UnavailableError",
+    "at_step",
+    "every",
     "fetch",
     "in_thread",
+    "on_after_create_session",
+    "on_after_run",
+    "on_before_run",
+    "on_begin",
+    "on_end",
     "sequential",
 ]

@@ -20,21 +20,21 @@ The coordinator is not thread-safe: use it from tasks of one event loop.
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import TypeVarTuple
+from typing import TYPE_CHECKING, TypeVarTuple
 
 import anyio
-import anyio.lowlevel
-from anyio.abc import TaskGroup, TaskStatus
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup, TaskStatus
 
 from ._errors import OutOfRangeError
+from ._log import logger
 from ._step import LocalStepCounter, StepCounter
 
 __all__ = ["Coordinator"]
 
-logger = logging.getLogger("hookrun")
 
 PosArgsT = TypeVarTuple("PosArgsT")
 
@@ -228,7 +228,7 @@ class Coordinator:
                 next_call += interval
                 await self.wait_for_stop(next_call - anyio.current_time())
             else:
-                await anyio.lowlevel.checkpoint()
+                await _checkpoint()
 
     def _task_done(self, scope: anyio.CancelScope) -> None:
         del self._tasks[scope]
@@ -257,7 +257,7 @@ class Coordinator:
         stragglers = list(self._tasks.values())
         if not stragglers:
             return stragglers
-        logger.warning(
+        logger().warning(
             "Coordinator grace period of %gs expired; cancelling tasks still running: %s",
             grace,
             " ".join(stragglers),
@@ -267,7 +267,7 @@ class Coordinator:
         with anyio.move_on_after(UNWIND_PERIOD):
             await self._wait_until(lambda: not self._tasks)
         if self._tasks:
-            logger.warning(
+            logger().warning(
                 "Coordinator tasks ignored cancellation for %gs: %s",
                 UNWIND_PERIOD,
                 " ".join(self._tasks.values()),
@@ -309,7 +309,7 @@ class Coordinator:
         recorded = self._exception
         if recorded is None or recorded is exc:
             return
-        logger.error("Coordinator had recorded an exception", exc_info=recorded)
+        logger().error("Coordinator had recorded an exception", exc_info=recorded)
         if not isinstance(exc, anyio.get_cancelled_exc_class()):
             exc.add_note(f"while the coordinator had recorded {recorded!r}")
 
@@ -323,7 +323,7 @@ class Coordinator:
         self._host_done = anyio.Event()
         await task_group.start(self._host, name=f"hookrun Coordinator host {id(self):#x}")
 
-    async def _host(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def _host(self, *, task_status: TaskStatus[None]) -> None:
         assert self._host_exit is not None and self._host_done is not None
         exit_requested, done = self._host_exit, self._host_done
         tg = anyio.create_task_group()
@@ -363,7 +363,7 @@ class Coordinator:
         with anyio.move_on_after(UNWIND_PERIOD):
             await done.wait()
         if not done.is_set():
-            logger.warning("Coordinator host task still running after %gs", UNWIND_PERIOD)
+            logger().warning("Coordinator host task still running after %gs", UNWIND_PERIOD)
 
     # -- internals --------------------------------------------------------------
 
@@ -375,7 +375,7 @@ class Coordinator:
         if ex is not None and self._exception is None:
             self._exception, self._traceback = ex, ex.__traceback__
         elif ex is not None:
-            logger.debug("Coordinator ignores %r: it already recorded %r", ex, self._exception)
+            logger().debug("Coordinator ignores %r: it already recorded %r", ex, self._exception)
         self._stopped = True
         self._notify()
 
@@ -387,7 +387,7 @@ class Coordinator:
     async def _wait_until(self, condition: Callable[[], bool]) -> None:
         """Wait, without polling, until ``condition()`` holds; always a checkpoint."""
         if condition():
-            await anyio.lowlevel.checkpoint()
+            await _checkpoint()
         while not condition():
             if self._changed is None:
                 self._changed = anyio.Event()
@@ -441,3 +441,9 @@ def _check_seconds(what: str, value: float) -> float:
 
 def _name_of(fn: object) -> str:
     return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
+
+
+async def _checkpoint() -> None:
+    from anyio.lowlevel import checkpoint  # imported on first use: keeps `import hookrun` light
+
+    await checkpoint()

@@ -29,22 +29,24 @@ fails; it is then awaited (bounded by ``hook_timeout``) rather than cancelled.
 
 from __future__ import annotations
 
+import functools
 import inspect
-import logging
 import types
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from contextvars import copy_context
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskGroup
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
 
 from ._errors import HookTimeoutError
-from ._hooks import HOOK_METHODS, SessionRunHook, TimingRecord
+from ._hooks import HOOK_METHODS, SessionRunArgs, SessionRunHook, TimingRecord
+from ._log import logger
 
-__all__ = ["Call", "Dispatcher", "PhasePlan", "hook_name", "raise_first"]
+__all__ = ["Call", "Dispatcher", "PhasePlan", "hook_name", "raise_first", "run_inline"]
 
-logger = logging.getLogger("hookrun")
 
 _BASE_METHODS = {name: getattr(SessionRunHook, name) for name in HOOK_METHODS}
 
@@ -175,7 +177,7 @@ def raise_first(errors: list[tuple[int, BaseException]], phase: str, names: Sequ
     for index, other in errors[1:]:
         note = f"hookrun: hook {names[index]} also failed in {phase}: {other!r}"
         first.add_note(note)
-        logger.error("%s", note, exc_info=other)
+        logger().error("%s", note, exc_info=other)
     raise first
 
 
@@ -187,12 +189,14 @@ class _Fanout:
         "scopes", "stopping", "suspended",
     )
 
-    def __init__(self, dispatcher: Dispatcher, plan: PhasePlan, args: Sequence[tuple[Any, ...]]) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, plan: PhasePlan, args: Sequence[tuple[Any, ...]], results: list[Any]
+    ) -> None:
         self.dispatcher = dispatcher
         self.plan = plan
         self.calls = plan.calls
         self.args = args
-        self.results: list[Any] = [None] * len(plan.calls)
+        self.results = results
         self.errors: list[tuple[int, BaseException]] = []
         self.scope: anyio.CancelScope | None = None
         self.scopes: list[anyio.CancelScope] = []
@@ -265,67 +269,86 @@ class Dispatcher:
         self.names = [hook_name(hook) for hook in self.hooks]
         self.hook_timeout = hook_timeout
         self._task_group = task_group
+        if hook_timeout is not None:
+            for plan in self.plans.values():
+                for call in plan.calls:
+                    if call.is_async:
+                        call.fn = functools.partial(_timed, call, call.fn, hook_timeout)
 
     def task_group(self) -> TaskGroup:
         if self._task_group is None:
             raise RuntimeError("this dispatcher has no task group for hooks that suspend")
         return self._task_group()
 
-    def _start(self, call: Call, args: tuple[Any, ...]) -> Any:
-        """Call a hook method; for async ones return the coroutine (wrapped for timeouts)."""
-        if call.is_async:
-            if self.hook_timeout is not None:
-                return _timed(call, args, self.hook_timeout)
-            return call.fn(*args)
-        result = call.fn(*args)
-        if inspect.isawaitable(result):
-            if inspect.iscoroutine(result):
-                result.close()
-            raise TypeError(
-                f"hook {call.name}: {call.phase} is a plain function but returned an "
-                f"awaitable; declare it with 'async def'"
-            )
-        return result
-
     async def run(
         self, plan: PhasePlan, args: Sequence[tuple[Any, ...]], trace: list[TimingRecord] | None = None
     ) -> list[Any]:
-        """Run every call of ``plan`` (``args[i]`` for ``plan.calls[i]``); return results in order."""
-        calls = plan.calls
+        """Run every call of ``plan`` (``args[i]`` for ``plan.calls[i]``); return results in order.
+
+        The fast path is inline here: sync calls are made, async ones started in place;
+        the first suspension hands over to the slow path (drive in place, fan out).
+        """
         if trace is not None:
             return await self._run_traced(plan, args, trace)
-        if plan.n_async == 0:
-            return [self._start(call, arg) for call, arg in zip(calls, args, strict=True)]
-        if plan.n_async == 1:
-            return await self._run_one_async(calls, args)
-        return await self._run_many(plan, args)
-
-    async def _run_one_async(self, calls: Sequence[Call], args: Sequence[tuple[Any, ...]]) -> list[Any]:
-        results: list[Any] = []
-        for call, arg in zip(calls, args, strict=True):
+        if plan.scoped and plan.n_async > 1:
+            return await self._run_many(plan, args)
+        calls = plan.calls
+        results: list[Any] = [None] * len(calls)
+        for position in range(len(calls)):
+            call = calls[position]
             if call.is_async:
-                coro = self._start(call, arg)
                 context = copy_context()
+                coro = call.fn(*args[position])
                 try:
                     yielded = context.run(coro.send, None)
                 except StopIteration as stop:
-                    results.append(stop.value)
-                else:
-                    results.append(await _drive(coro, context, yielded))
-            else:
-                results.append(self._start(call, arg))
+                    results[position] = stop.value
+                    continue
+                if plan.n_async == 1:  # no sibling to run beside it or to be cancelled by
+                    results[position] = await _drive(coro, context, yielded)
+                    continue
+                return await self._after_first_suspension(plan, args, results, position, coro, context, yielded)
+            result = call.fn(*args[position])
+            if result is not None and type(result) is not SessionRunArgs:
+                _check_sync_result(call, result)
+            results[position] = result
         return results
 
-    async def _run_many(self, plan: PhasePlan, args: Sequence[tuple[Any, ...]]) -> list[Any]:
-        fan = _Fanout(self, plan, args)
+    async def _after_first_suspension(
+        self,
+        plan: PhasePlan,
+        args: Sequence[tuple[Any, ...]],
+        results: list[Any],
+        position: int,
+        coro: Coroutine[Any, Any, Any],
+        context: Any,
+        yielded: Any,
+    ) -> list[Any]:
+        """An unscoped phase found a hook that waits: drive it here, start the rest in a child."""
+        fan = _Fanout(self, plan, args, results)
+        fan.suspended = True
+        plan.suspended()
         try:
-            if plan.scoped:
-                with anyio.CancelScope() as fan.scope:
-                    await self.start_calls(fan, 0, fan.scope)
-                if fan.pending == 0 and not fan.suspended:
-                    plan.ran_quietly()
-            else:
-                await self.start_calls(fan, 0, None)
+            fan.spawn(position + 1)
+            await self._drive_recorded(fan, position, coro, context, yielded, None)
+        except BaseException:
+            fan.stop()
+            with anyio.CancelScope(shield=True):
+                await fan.join()
+            raise
+        await fan.join()
+        if fan.errors:
+            raise_first(fan.errors, plan.phase, [call.name for call in plan.calls])
+        return fan.results
+
+    async def _run_many(self, plan: PhasePlan, args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """A scoped phase: every call runs under one cancel scope (children under their own)."""
+        fan = _Fanout(self, plan, args, [None] * len(plan.calls))
+        try:
+            with anyio.CancelScope() as fan.scope:
+                await self.start_calls(fan, 0, fan.scope)
+            if fan.pending == 0 and not fan.suspended:
+                plan.ran_quietly()
         except BaseException:
             fan.stop()
             with anyio.CancelScope(shield=True):
@@ -345,13 +368,13 @@ class Dispatcher:
             call = calls[position]
             if not call.is_async:
                 try:
-                    results[position] = self._start(call, args[position])
+                    results[position] = _call_sync(call, args[position])
                 except Exception as exc:
                     fan.fail(position, exc)
                 continue
             context = copy_context()
             try:
-                coro = self._start(call, args[position])
+                coro = call.fn(*args[position])
                 yielded = context.run(coro.send, None)
             except StopIteration as stop:
                 results[position] = stop.value
@@ -389,9 +412,7 @@ class Dispatcher:
         self, plan: PhasePlan, args: Sequence[tuple[Any, ...]], trace: list[TimingRecord]
     ) -> list[Any]:
         """Tracing path: every call wrapped in a coroutine that records its span."""
-        traced = PhasePlan(plan.phase, [_TracedCall(call, self, trace) for call in plan.calls])
-        if traced.n_async == 1:
-            return await self._run_one_async(traced.calls, args)
+        traced = PhasePlan(plan.phase, [_TracedCall(call, trace) for call in plan.calls])
         return await self._run_many(traced, args)
 
 
@@ -400,14 +421,13 @@ class _TracedCall(Call):
 
     __slots__ = ()
 
-    def __init__(self, call: Call, dispatcher: Dispatcher, trace: list[TimingRecord]) -> None:
+    def __init__(self, call: Call, trace: list[TimingRecord]) -> None:
         async def traced(*args: Any) -> Any:
             start = anyio.current_time()
             try:
-                result = dispatcher._start(call, args)
                 if call.is_async:
-                    result = await result
-                return result
+                    return await call.fn(*args)
+                return _call_sync(call, args)
             finally:
                 trace.append(TimingRecord(call.phase, call.name, start, anyio.current_time()))
 
@@ -415,9 +435,38 @@ class _TracedCall(Call):
         self.name = call.name
 
 
-async def _timed(call: Call, args: tuple[Any, ...], limit: float) -> Any:
+def run_inline(plan: PhasePlan, args: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """A phase of plain-function hooks only: call each inline, in list order."""
+    results = []
+    for call, arg in zip(plan.calls, args, strict=True):
+        result = call.fn(*arg)
+        if result is not None and type(result) is not SessionRunArgs:
+            _check_sync_result(call, result)
+        results.append(result)
+    return results
+
+
+def _check_sync_result(call: Call, result: object) -> None:
+    """A plain-function hook must not return an awaitable (it would never be awaited)."""
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()
+        raise TypeError(
+            f"hook {call.name}: {call.phase} is a plain function but returned an "
+            f"awaitable; declare it with 'async def'"
+        )
+
+
+def _call_sync(call: Call, args: tuple[Any, ...]) -> Any:
+    result = call.fn(*args)
+    if result is not None and type(result) is not SessionRunArgs:
+        _check_sync_result(call, result)
+    return result
+
+
+async def _timed(call: Call, fn: Callable[..., Any], limit: float, *args: Any) -> Any:
     with anyio.move_on_after(limit) as scope:
-        return await call.fn(*args)
+        return await fn(*args)
     if scope.cancelled_caught:
         raise HookTimeoutError(
             f"hook {call.name} took longer than hook_timeout={limit}s in {call.phase}",

@@ -9,7 +9,9 @@
     ├── HookTimeoutError(TimeoutError)        a hook call exceeded hook_timeout
     ├── FeedConflictError(RuntimeError)       a key fed twice
     ├── RunAfterStopError(RuntimeError)       run() after a hook requested stop
-    └── SessionClosedError(RuntimeError)      used after close / outside async with
+    ├── SessionClosedError(RuntimeError)      used after close / outside async with
+    └── NanLossDuringTrainingError(RuntimeError)  NanTensorHook saw a NaN loss
+                                                  (defined in hookrun.hooks)
 
 Each error is built from a message; the ones that name a culprit also carry it
 as attributes so code can react without parsing the message.

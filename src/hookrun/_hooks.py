@@ -12,7 +12,7 @@ False to True.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -44,7 +44,14 @@ class SessionRunHook:
     (plain methods are called inline on the event loop and must not block;
     wrap a blocking hook with :func:`hookrun.in_thread`). Only the methods a
     hook overrides are ever called.
+
+    A hook whose ``before_run`` may return ``RunOptions(trace=True)`` sets the
+    class attribute ``traces_before_run = True``: the session then times every
+    ``before_run`` call, so a traced step also holds the ``before_run`` spans
+    (timing them costs a little on every step, so it is opt-in).
     """
+
+    traces_before_run = False
 
     def begin(self) -> object:
         """Called once, before the first session is created."""
@@ -149,20 +156,28 @@ class SessionRunContext:
     will stop after this step even if another hook then raises.
     """
 
-    __slots__ = ("_on_stop", "_stop_requested", "global_step", "original_args", "session")
+    __slots__ = ("_args", "_on_stop", "_stop_requested", "global_step", "session")
 
     def __init__(
         self,
-        original_args: SessionRunArgs,
+        original_args: SessionRunArgs | tuple[Any, Any, Any],
         session: Any,
         global_step: int = 0,
         on_stop: Callable[[], None] | None = None,
     ) -> None:
-        self.original_args = original_args
+        self._args = original_args
         self.session = session
         self.global_step = global_step
         self._stop_requested = False
         self._on_stop = on_stop
+
+    @property
+    def original_args(self) -> SessionRunArgs:
+        """The caller's ``SessionRunArgs(fetches, feed_dict, options)``."""
+        args = self._args
+        if type(args) is not SessionRunArgs:
+            args = self._args = SessionRunArgs(*args)
+        return args
 
     @property
     def stop_requested(self) -> bool:

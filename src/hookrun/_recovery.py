@@ -9,10 +9,13 @@ spent since the first failure.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
+
+if TYPE_CHECKING:
+    import random
 
 __all__ = ["RetryBudget", "RetryPolicy"]
 
@@ -27,7 +30,8 @@ class RetryPolicy:
     multiplier: float = 2.0
     jitter: bool = True
     max_time: float | None = None
-    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+    #: Source of jitter; ``None`` means a module-wide ``random.Random`` made on first use.
+    rng: random.Random | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_attempts is not None and (
@@ -57,7 +61,9 @@ class RetryPolicy:
     def delay(self, retry: int) -> float:
         """The wait before the ``retry``-th retry, jitter applied."""
         ceiling = self.backoff(retry)
-        return self.rng.uniform(0.0, ceiling) if self.jitter else ceiling
+        if not self.jitter:
+            return ceiling
+        return (self.rng or _shared_rng()).uniform(0.0, ceiling)
 
     def budget(self) -> RetryBudget:
         """A fresh budget for one operation (one ``run()`` call, one creation)."""
@@ -89,3 +95,14 @@ class RetryBudget:
             await anyio.sleep(delay)
         self.attempts += 1
         return True
+
+
+_RNG: list[random.Random] = []
+
+
+def _shared_rng() -> random.Random:
+    if not _RNG:
+        import random  # on first jittered retry: keeps `import hookrun` light
+
+        _RNG.append(random.Random())
+    return _RNG[0]

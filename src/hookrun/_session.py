@@ -14,17 +14,18 @@ request is sticky at once; the session task group outlives every task it holds.
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-from anyio.abc import TaskGroup
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
 
 from . import _nest
 from ._coordinator import Coordinator
-from ._dispatch import Dispatcher, hook_name, is_async_callable
+from ._dispatch import Call, Dispatcher, hook_name, is_async_callable, run_inline
 from ._errors import (
     CLEAN_STOP_TYPES,
     RECOVERABLE_TYPES,
@@ -40,6 +41,7 @@ from ._hooks import (
     SessionRunValues,
     TimingRecord,
 )
+from ._log import logger
 from ._merge import DEFAULT_OPTIONS, check_options, merge_feeds, merge_options
 from ._recovery import RetryBudget, RetryPolicy
 from ._sessions import check_values
@@ -47,11 +49,11 @@ from ._step import LocalStepCounter, StepCounter
 
 __all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
 
-logger = logging.getLogger("hookrun")
 
 T = TypeVar("T")
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"
 _NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
+_new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level __new__
 
 
 class StepContext:
@@ -72,7 +74,7 @@ class StepContext:
         run_metadata: RunMetadata | None = None,
     ) -> Any:
         """One step with every hook, on the current session (no recovery of its own)."""
-        return await self._owner._run_once(fetches, feed_dict, options, run_metadata)
+        return await self._owner._step(fetches, feed_dict, options, run_metadata)
 
     def request_stop(self) -> None:
         """Stop after this step function: ``should_stop()`` becomes True."""
@@ -111,6 +113,9 @@ class _MonitoredSessionBase:
         self._begin, self._after_create = plans["begin"], plans["after_create_session"]
         self._before, self._after, self._end = plans["before_run"], plans["after_run"], plans["end"]
         self._hooked = bool(self._before.calls or self._after.calls)
+        self._step = self._run_hooked if self._hooked else self._run_bare
+        #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
+        self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
         self._state = _NEW
         self._busy = False
         self._hook_stop = False
@@ -203,13 +208,13 @@ class _MonitoredSessionBase:
                 except Exception as exc:
                     failures.append(exc)
         if scope.cancelled_caught:
-            logger.warning(
+            logger().warning(
                 "hookrun: closing the session took longer than stop_grace_period=%ss; gave up waiting",
                 self._grace,
             )
         if not raise_errors:
             for failure in failures:
-                logger.warning("hookrun: error while closing a session: %r", failure, exc_info=failure)
+                logger().warning("hookrun: error while closing a session: %r", failure, exc_info=failure)
             return []
         return failures
 
@@ -236,7 +241,7 @@ class _MonitoredSessionBase:
             except Exception as exc:
                 if not (self._recovers and self._is_recoverable(exc)) or not await budget.wait_to_retry():
                     raise
-                logger.warning("hookrun: creating the session failed (%r); retrying", exc)
+                logger().warning("hookrun: creating the session failed (%r); retrying", exc)
 
     async def _create_once(self) -> None:
         raw = await self._create_session()
@@ -258,14 +263,14 @@ class _MonitoredSessionBase:
             raise
 
     async def _recover(self, budget: RetryBudget, cause: BaseException) -> None:
-        logger.warning("hookrun: recovering from %r: re-creating the session", cause)
+        logger().warning("hookrun: recovering from %r: re-creating the session", cause)
         coord_error = self._coord.exception if self._coord is not None else None
         failures = await self._close_current(raise_errors=True)
         for exc in failures:
             if exc is coord_error and self._is_recoverable(exc):
                 continue
             if self._is_recoverable(exc):
-                logger.warning("hookrun: error while closing a failed session: %r", exc)
+                logger().warning("hookrun: error while closing a failed session: %r", exc)
                 continue
             self._broken = exc
             raise exc
@@ -337,9 +342,14 @@ class _MonitoredSessionBase:
             self._refuse("run()")
         self._busy = True
         try:
-            if self._recovers:
-                return await self._with_recovery(self._run_once, fetches, feed_dict, options, run_metadata)
-            return await self._run_once(fetches, feed_dict, options, run_metadata)
+            if self._recovers and self._coord is not None and self._coord.should_stop():
+                return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
+            try:
+                return await self._step(fetches, feed_dict, options, run_metadata)
+            except Exception as exc:
+                if not self._recovers or self._recoverable_cause(exc) is None:
+                    raise
+                return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
             self._busy = False
 
@@ -358,11 +368,28 @@ class _MonitoredSessionBase:
             self._busy = False
 
     async def _call_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
+        if self._raw is None:
+            self._refuse_broken()
         return await step_fn(StepContext(self, self._raw))
 
-    async def _with_recovery(self, attempt: Callable[..., Awaitable[T]], *args: Any) -> T:
+    async def _with_recovery(
+        self, attempt: Callable[..., Awaitable[T]], *args: Any, failed: BaseException | None = None
+    ) -> T:
+        """Run ``attempt`` until it succeeds, recovering from recoverable errors per the policy.
+
+        ``failed`` is the error of an attempt already made (the caller's fast path).
+        """
         budget: RetryBudget | None = None
         while True:
+            if failed is not None:
+                cause = self._recoverable_cause(failed)
+                if cause is None:
+                    raise failed
+                budget = budget or self._retry.budget()
+                if not await budget.wait_to_retry():
+                    raise cause from (failed if cause is not failed else None)
+                await self._recover(budget, cause)
+                failed = None
             try:
                 coord = self._coord
                 if coord is not None and coord.should_stop():
@@ -371,25 +398,18 @@ class _MonitoredSessionBase:
                         raise held
                 return await attempt(*args)
             except Exception as exc:
-                cause = self._recoverable_cause(exc)
-                if cause is None:
-                    raise
-                budget = budget or self._retry.budget()
-                if not await budget.wait_to_retry():
-                    raise cause from (exc if cause is not exc else None)
-                await self._recover(budget, cause)
+                failed = exc
 
-    async def _run_once(
+    async def _run_bare(
         self,
         fetches: object,
         feed_dict: Mapping[Any, Any] | None,
         options: RunOptions | None,
         run_metadata: RunMetadata | None,
     ) -> Any:
+        """A step when no hook overrides before_run or after_run."""
         if self._raw is None:
             self._refuse_broken()
-        if self._hooked:
-            return await self._run_hooked(fetches, feed_dict, options, run_metadata)
         keys: list[Hashable] = []
         shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
         options = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
@@ -436,50 +456,87 @@ class _MonitoredSessionBase:
         options: RunOptions | None,
         run_metadata: RunMetadata | None,
     ) -> Any:
+        """A step with hooks: before_run → merge → session run → step counter → after_run."""
+        raw = self._raw
+        if raw is None:
+            self._refuse_broken()
         local = self._local
         step = local.value if local is not None else await self._counter.get()
-        caller_options = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
-        ctx = SessionRunContext(SessionRunArgs(fetches, feed_dict, options), self._raw, step, self._on_stop)
+        ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
         metadata = RunMetadata() if run_metadata is None else run_metadata
-        trace = metadata.timings if caller_options.trace else None
-        before = self._before
-        requests: Sequence[Any] = await self._dispatcher.run(before, [(ctx,)] * len(before.calls), trace) if before.calls else ()
+        if options is None:
+            merged, trace = DEFAULT_OPTIONS, None
+        else:
+            merged = check_options(options, "the caller")
+            trace = metadata.timings if merged.trace else None
+        speculative = trace is None and self._time_before_run
+        if speculative:
+            trace = metadata.timings
         keys: list[Hashable] = []
         positions: dict[Hashable, int] = {}
         shape = None if fetches is None else _nest.index(fetches, "the caller", keys, positions)
-        shapes: dict[int, Any] = {}
-        hook_feeds: list[tuple[str, Mapping[Any, Any]]] = []
-        hook_options: list[tuple[str, RunOptions]] = []
-        for call, request in zip(before.calls, requests, strict=True):
-            if request is None:
-                continue
-            if type(request) is not SessionRunArgs:
-                _bad_request(call.name, request)
-            if request.fetches is not None:
-                shapes[call.index] = _nest.index(request.fetches, f"hook {call.name}", keys, positions)
-            if request.feed_dict:
-                hook_feeds.append((f"hook {call.name}", request.feed_dict))
-            if request.options is not None:
-                hook_options.append((f"hook {call.name}", check_options(request.options, f"hook {call.name}")))
-        feeds = merge_feeds(hook_feeds, feed_dict) if hook_feeds else feed_dict
-        if hook_options:
-            merged = merge_options([("the caller", caller_options), *hook_options])
-        else:
-            merged = caller_options
+        shapes: dict[int, Any] | None = None
+        feeds = feed_dict
+        before = self._before
+        if before.calls:
+            if before.n_async or trace is not None:
+                requests = await self._dispatcher.run(before, [(ctx,)] * len(before.calls), trace)
+            else:
+                requests = run_inline(before, [(ctx,)] * len(before.calls))
+            if requests.count(None) != len(requests):
+                shapes, feeds, merged = _merge_requests(before.calls, requests, keys, positions, feed_dict, merged)
+            if speculative and not merged.trace:
+                del metadata.timings[:]  # timed in case a hook asked for a trace; none did
         values = await self._session_run(keys, feeds or _NO_FEEDS, merged, metadata)
         after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
         after = self._after
         if after.calls:
-            if merged.trace:
-                trace = metadata.timings
-            nothing = SessionRunValues(None, merged, metadata, after_step)
-            args = [
-                (ctx, nothing if call.index not in shapes
-                 else SessionRunValues(_nest.pack(shapes[call.index], values), merged, metadata, after_step))
-                for call in after.calls
-            ]
-            await self._dispatcher.run(after, args, trace)
+            nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
+            if shapes is None:
+                args = [(ctx, nothing)] * len(after.calls)
+            else:
+                args = [
+                    (ctx, nothing if call.index not in shapes else _new_tuple(
+                        SessionRunValues, (_nest.pack(shapes[call.index], values), merged, metadata, after_step)
+                    ))
+                    for call in after.calls
+                ]
+            if after.n_async or merged.trace:
+                await self._dispatcher.run(after, args, metadata.timings if merged.trace else None)
+            else:
+                run_inline(after, args)
         return None if shape is None else _nest.pack(shape, values)
+
+
+def _merge_requests(
+    calls: Sequence[Call],
+    requests: Sequence[Any],
+    keys: list[Hashable],
+    positions: dict[Hashable, int],
+    feed_dict: Mapping[Any, Any] | None,
+    caller_options: RunOptions,
+) -> tuple[dict[int, Any], Mapping[Any, Any] | None, RunOptions]:
+    """Fold the hooks' requests (in list order) into the step's fetches, feeds and options."""
+    shapes: dict[int, Any] = {}
+    hook_feeds: list[tuple[str, Mapping[Any, Any]]] = []
+    hook_options: list[tuple[str, RunOptions]] = []
+    for call, request in zip(calls, requests, strict=True):
+        if request is None:
+            continue
+        party = f"hook {call.name}"
+        if type(request) is not SessionRunArgs:
+            raise TypeError(
+                f"{party}: before_run returned {type(request).__name__}; expected None or hookrun.SessionRunArgs"
+            )
+        if request.fetches is not None:
+            shapes[call.index] = _nest.index(request.fetches, party, keys, positions)
+        if request.feed_dict:
+            hook_feeds.append((party, request.feed_dict))
+        if request.options is not None:
+            hook_options.append((party, check_options(request.options, party)))
+    feeds = merge_feeds(hook_feeds, feed_dict) if hook_feeds else feed_dict
+    merged = merge_options([("the caller", caller_options), *hook_options]) if hook_options else caller_options
+    return shapes, feeds, merged
 
 
 class MonitoredSession(_MonitoredSessionBase):
@@ -629,12 +686,6 @@ def _check_step_fn(step_fn: object) -> None:
         )
 
 
-def _bad_request(name: str, request: object) -> None:
-    raise TypeError(
-        f"hook {name}: before_run returned {type(request).__name__}; expected None or hookrun.SessionRunArgs"
-    )
-
-
 async def _aclose(raw: object) -> None:
     close = getattr(raw, "aclose", None)
     if close is not None:
@@ -645,5 +696,5 @@ async def _aclose_logged(raw: object) -> None:
     try:
         await _aclose(raw)
     except Exception as exc:
-        logger.warning("hookrun: error while closing a session: %r", exc, exc_info=exc)
+        logger().warning("hookrun: error while closing a session: %r", exc, exc_info=exc)
 

@@ -1,0 +1,119 @@
+"""When should a periodic hook fire: ``SecondOrStepTimer`` and ``NeverTriggerTimer``.
+
+Pure decision logic (h11 style): the timers never sleep and never schedule
+anything; a hook asks ``should_trigger_for_step(step)`` and, when it acts,
+records it with ``update_last_triggered_step(step)``. Time comes from a
+*clock*, a zero-argument callable returning seconds; the default is
+``anyio.current_time`` so trio's ``MockClock`` drives it, and tests on any
+backend can inject their own.
+
+Invariants: a timer never fires twice for the same step; the first question
+after construction or ``reset()`` is always answered True; the validation
+messages are TensorFlow's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+__all__ = ["Clock", "NeverTriggerTimer", "SecondOrStepTimer"]
+
+#: A zero-argument callable returning the current time in seconds.
+Clock = Callable[[], float]
+
+
+class SecondOrStepTimer:
+    """Fires at most once every ``every_secs`` seconds or every ``every_steps`` steps.
+
+    Exactly one of the two must be given (TensorFlow's messages). ``clock``
+    (keyword-only) replaces :func:`anyio.current_time`, e.g. in tests.
+    """
+
+    __slots__ = ("_clock", "_every_secs", "_every_steps", "_last_step", "_last_time")
+
+    def __init__(
+        self,
+        every_secs: float | None = None,
+        every_steps: int | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        if every_secs is None and every_steps is None:
+            raise ValueError("Either every_secs or every_steps should be provided.")
+        if every_secs is not None and every_steps is not None:
+            raise ValueError("Can not provide both every_secs and every_steps.")
+        if every_secs is not None and not every_secs >= 0:
+            raise ValueError(f"every_secs must be a non-negative number, got {every_secs!r}")
+        if every_steps is not None and not every_steps >= 0:
+            raise ValueError(f"every_steps must be a non-negative int, got {every_steps!r}")
+        self._every_secs = every_secs
+        self._every_steps = every_steps
+        self._clock: Clock = clock if clock is not None else anyio.current_time
+        self._last_step: int | None = None
+        self._last_time: float | None = None
+
+    def __repr__(self) -> str:
+        every = (
+            f"every_secs={self._every_secs}"
+            if self._every_secs is not None
+            else f"every_steps={self._every_steps}"
+        )
+        return f"SecondOrStepTimer({every}, last_triggered_step={self._last_step})"
+
+    def reset(self) -> None:
+        """Forget the last trigger: the next question is answered True."""
+        self._last_step = None
+        self._last_time = None
+
+    def should_trigger_for_step(self, step: int) -> bool:
+        """True if never triggered, or (for another step) the interval has passed."""
+        if self._last_step is None or self._last_time is None:
+            return True
+        if step == self._last_step:
+            return False
+        if self._every_secs is not None and self._clock() >= self._last_time + self._every_secs:
+            return True
+        return self._every_steps is not None and step >= self._last_step + self._every_steps
+
+    def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
+        """Record a trigger at ``step``; return ``(elapsed_secs, elapsed_steps)`` since the last.
+
+        Both are ``None`` on the first trigger.
+        """
+        now = self._clock()
+        elapsed: tuple[float | None, int | None] = (None, None)
+        if self._last_step is not None and self._last_time is not None:
+            elapsed = (now - self._last_time, step - self._last_step)
+        self._last_time = now
+        self._last_step = step
+        return elapsed
+
+    def last_triggered_step(self) -> int | None:
+        """The step of the last trigger, or ``None`` if it never triggered."""
+        return self._last_step
+
+
+class NeverTriggerTimer:
+    """A timer that never fires (for hooks that only act at ``end``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NeverTriggerTimer()"
+
+    def reset(self) -> None:
+        """Nothing to forget."""
+
+    def should_trigger_for_step(self, step: int) -> bool:
+        """Always False."""
+        return False
+
+    def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
+        """Always ``(None, None)``."""
+        return (None, None)
+
+    def last_triggered_step(self) -> int | None:
+        """Always ``None``."""
+        return None

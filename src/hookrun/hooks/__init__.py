@@ -1,0 +1,80 @@
+"""Built-in hooks: every TensorFlow basic session-run hook, early stopping, a progress
+bar, and decorators that turn functions into hooks.
+
+One hook per private module; this package re-exports the public names. Hooks
+read the global step from the runtime's step counter, never from a fetch, and
+values from fetches by key. Optional dependencies are imported lazily:
+TensorBoard writing needs ``hookrun[tensorboard]``, the progress bar
+``hookrun[progress]``.
+"""
+
+from __future__ import annotations
+
+from .._timer import NeverTriggerTimer, SecondOrStepTimer
+from ._early_stopping import (
+    EarlyStoppingHook,
+    StopOnPredicateHook,
+    ThresholdStoppingHook,
+    stop_if_higher_hook,
+    stop_if_lower_hook,
+    stop_if_no_decrease_hook,
+    stop_if_no_increase_hook,
+)
+from ._events import read_eval_metrics
+from ._feed_fn import FeedFnHook
+from ._final_ops import FinalOpsHook
+from ._function_hooks import (
+    FunctionHook,
+    on_after_create_session,
+    on_after_run,
+    on_before_run,
+    on_begin,
+    on_end,
+)
+from ._global_step_waiter import GlobalStepWaiterHook
+from ._logging_tensor import LoggingTensorHook
+from ._nan_tensor import NanLossDuringTrainingError, NanTensorHook
+from ._profiler import ProfilerHook, chrome_trace
+from ._progress import ProgressBarHook
+from ._step_counter import StepCounterHook
+from ._stop_at_step import StopAtStepHook
+from ._summary_saver import SummarySaverHook
+from ._summary_writer import SummaryWriter, TensorBoardWriter
+from ._triggers import Trigger, at_step, every, when
+
+__all__ = [
+    "EarlyStoppingHook",
+    "FeedFnHook",
+    "FinalOpsHook",
+    "FunctionHook",
+    "GlobalStepWaiterHook",
+    "LoggingTensorHook",
+    "NanLossDuringTrainingError",
+    "NanTensorHook",
+    "NeverTriggerTimer",
+    "ProfilerHook",
+    "ProgressBarHook",
+    "SecondOrStepTimer",
+    "StepCounterHook",
+    "StopAtStepHook",
+    "StopOnPredicateHook",
+    "SummarySaverHook",
+    "SummaryWriter",
+    "TensorBoardWriter",
+    "ThresholdStoppingHook",
+    "Trigger",
+    "at_step",
+    "chrome_trace",
+    "every",
+    "on_after_create_session",
+    "on_after_run",
+    "on_before_run",
+    "on_begin",
+    "on_end",
+    "read_eval_metrics",
+    "stop_if_higher_hook",
+    "stop_if_lower_hook",
+    "stop_if_no_decrease_hook",
+    "stop_if_no_increase_hook",
+    "when",
+]

@@ -1,0 +1,304 @@
+"""Early stopping: ``StopOnPredicateHook``, metric-based hooks and TensorFlow's ``stop_if_*``.
+
+Metric hooks fetch ``metric_key`` every step and treat each non-``None``
+value as one *evaluation* at the global step that run reached (a step
+function that evaluates only now and then returns ``None`` in between).
+Evaluations are folded into a small state as they arrive (no history is
+kept); the decision is acted on when the check timer fires (every step by
+default). With evaluations arriving in ascending step order — the runtime's
+counter only grows — this is exactly TensorFlow's walk over the evaluations
+read from the event files.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Hashable
+from typing import Any, Literal
+
+from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._timer import Clock, SecondOrStepTimer
+from ._common import call_maybe_async, check_non_negative, logger
+
+__all__ = [
+    "EarlyStoppingHook",
+    "StopOnPredicateHook",
+    "ThresholdStoppingHook",
+    "stop_if_higher_hook",
+    "stop_if_lower_hook",
+    "stop_if_no_decrease_hook",
+    "stop_if_no_increase_hook",
+]
+
+
+def _check_timer(
+    run_every_secs: float | None, run_every_steps: int | None, clock: Clock | None
+) -> SecondOrStepTimer:
+    if run_every_secs is not None and run_every_steps is not None:
+        raise ValueError("Only one of `run_every_secs` and `run_every_steps` must be set.")
+    if run_every_secs is None and run_every_steps is None:
+        run_every_steps = 1
+    return SecondOrStepTimer(every_secs=run_every_secs, every_steps=run_every_steps, clock=clock)
+
+
+class StopOnPredicateHook(SessionRunHook):
+    """Requests stop when ``should_stop_fn()`` (sync or async, no arguments) returns true.
+
+    The predicate is called after a run when the check timer fires: every
+    ``run_every_secs`` seconds or every ``run_every_steps`` steps (at most one
+    of them; neither means every step); the first run always checks.
+    ``stopped_at_step`` records the global step at which it requested stop.
+    """
+
+    def __init__(
+        self,
+        should_stop_fn: Callable[[], Any],
+        run_every_secs: float | None = None,
+        run_every_steps: int | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        if not callable(should_stop_fn):
+            raise TypeError("`should_stop_fn` must be callable.")
+        self._timer = _check_timer(run_every_secs, run_every_steps, clock)
+        self._should_stop_fn = should_stop_fn
+        self.stopped_at_step: int | None = None
+
+    def __repr__(self) -> str:
+        return f"StopOnPredicateHook({self._should_stop_fn!r}, {self._timer!r})"
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        """Call the predicate when due and request stop if it says so."""
+        step = run_values.global_step
+        if not self._timer.should_trigger_for_step(step):
+            return
+        self._timer.update_last_triggered_step(step)
+        if await call_maybe_async(self._should_stop_fn):
+            logger.info("Requesting early stopping at global step %d", step)
+            self.stopped_at_step = step
+            run_context.request_stop()
+
+
+class _MetricStoppingHook(SessionRunHook):
+    """Fetch ``metric_key`` every step, fold evaluations in, stop when ``_verdict`` is set."""
+
+    def __init__(
+        self,
+        owner: str,
+        metric_key: Hashable,
+        min_steps: int,
+        run_every_secs: float | None,
+        run_every_steps: int | None,
+        clock: Clock | None,
+    ) -> None:
+        try:
+            hash(metric_key)
+        except TypeError:
+            raise TypeError(f"{owner}: metric_key must be hashable, got {metric_key!r}") from None
+        check_non_negative(owner, "min_steps", min_steps)
+        self.metric_key = metric_key
+        self.min_steps = min_steps
+        self._timer = _check_timer(run_every_secs, run_every_steps, clock)
+        self._request = SessionRunArgs(metric_key)
+        self._verdict: str | None = None
+        self.stopped_at_step: int | None = None
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        """Fetch the metric."""
+        return self._request
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        """Fold this step's evaluation in; request stop when due and decided."""
+        step = run_values.global_step
+        value = run_values.results
+        if value is not None and step >= self.min_steps and self._verdict is None:
+            self._verdict = self._observe(step, float(value))
+        if not self._timer.should_trigger_for_step(step):
+            return
+        self._timer.update_last_triggered_step(step)
+        if self._verdict is not None:
+            logger.info("%s", self._verdict)
+            self.stopped_at_step = step
+            run_context.request_stop()
+
+    def _observe(self, step: int, value: float) -> str | None:
+        """Fold one evaluation in; return the reason to stop, or ``None``."""
+        raise NotImplementedError
+
+
+class ThresholdStoppingHook(_MetricStoppingHook):
+    """Stops once an evaluation at a step >= ``min_steps`` is strictly above
+    (``higher=True``) or below (``higher=False``) ``threshold``."""
+
+    def __init__(
+        self,
+        metric_key: Hashable,
+        threshold: float,
+        *,
+        higher: bool = True,
+        min_steps: int = 0,
+        run_every_secs: float | None = None,
+        run_every_steps: int | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(
+            "ThresholdStoppingHook", metric_key, min_steps, run_every_secs, run_every_steps, clock
+        )
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise TypeError(f"ThresholdStoppingHook: threshold must be a number, got {threshold!r}")
+        self.threshold = threshold
+        self._crossed = operator.gt if higher else operator.lt
+        self._words = "greater than" if higher else "less than"
+
+    def __repr__(self) -> str:
+        return f"ThresholdStoppingHook({self.metric_key!r}, {self._words} {self.threshold})"
+
+    def _observe(self, step: int, value: float) -> str | None:
+        if not self._crossed(value, self.threshold):
+            return None
+        return (
+            f'At step {step}, metric "{self.metric_key}" has value {value} which is '
+            f"{self._words} the configured threshold ({self.threshold}) for early stopping."
+        )
+
+
+class EarlyStoppingHook(_MetricStoppingHook):
+    """Stops when ``metric_key`` has not improved for ``patience_steps`` global steps.
+
+    ``mode="min"`` (lower is better, e.g. a loss) or ``"max"`` (e.g. accuracy).
+    An evaluation improves on the best so far when it is better by more than
+    ``min_delta``; the first evaluation at a step >= ``min_steps`` is the first
+    best, unless ``baseline`` is given, which then is the value to beat (from
+    that first evaluation's step). Stop once an evaluation's step is at least
+    ``patience_steps`` after the best one's. NaN never improves. ``best`` and
+    ``best_step`` expose the state.
+    """
+
+    def __init__(
+        self,
+        metric_key: Hashable,
+        mode: Literal["min", "max"] = "min",
+        *,
+        patience_steps: int,
+        min_delta: float = 0.0,
+        min_steps: int = 0,
+        baseline: float | None = None,
+        run_every_secs: float | None = None,
+        run_every_steps: int | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        owner = "EarlyStoppingHook"
+        super().__init__(owner, metric_key, min_steps, run_every_secs, run_every_steps, clock)
+        if mode not in ("min", "max"):
+            raise ValueError(f'{owner}: mode must be "min" or "max", got {mode!r}')
+        check_non_negative(owner, "patience_steps", patience_steps)
+        check_non_negative(owner, "min_delta", min_delta)
+        self.mode = mode
+        self.patience_steps = patience_steps
+        self.min_delta = min_delta
+        self.best: float | None = baseline
+        self.best_step: int | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"EarlyStoppingHook({self.metric_key!r}, mode={self.mode!r}, "
+            f"patience_steps={self.patience_steps}, best={self.best} at {self.best_step})"
+        )
+
+    def _improves(self, value: float) -> bool:
+        if self.best is None:
+            return not math.isnan(value)
+        if self.mode == "max":
+            return value > self.best + self.min_delta
+        return value < self.best - self.min_delta
+
+    def _observe(self, step: int, value: float) -> str | None:
+        if self._improves(value):
+            self.best, self.best_step = value, step
+        elif self.best_step is None:
+            self.best_step = step
+        waited = step - self.best_step
+        if waited < self.patience_steps:
+            return None
+        change = "increase" if self.mode == "max" else "decrease"
+        return (
+            f'No {change} in metric "{self.metric_key}" for {waited} steps, which is greater '
+            f"than or equal to max steps ({self.patience_steps}) configured for early stopping."
+        )
+
+
+def stop_if_higher_hook(
+    metric_key: Hashable,
+    threshold: float,
+    *,
+    min_steps: int = 0,
+    run_every_secs: float | None = None,
+    run_every_steps: int | None = None,
+) -> ThresholdStoppingHook:
+    """A hook that stops once ``metric_key`` is strictly above ``threshold`` (TensorFlow's)."""
+    return ThresholdStoppingHook(
+        metric_key,
+        threshold,
+        higher=True,
+        min_steps=min_steps,
+        run_every_secs=run_every_secs,
+        run_every_steps=run_every_steps,
+    )
+
+
+def stop_if_lower_hook(
+    metric_key: Hashable,
+    threshold: float,
+    *,
+    min_steps: int = 0,
+    run_every_secs: float | None = None,
+    run_every_steps: int | None = None,
+) -> ThresholdStoppingHook:
+    """A hook that stops once ``metric_key`` is strictly below ``threshold`` (TensorFlow's)."""
+    return ThresholdStoppingHook(
+        metric_key,
+        threshold,
+        higher=False,
+        min_steps=min_steps,
+        run_every_secs=run_every_secs,
+        run_every_steps=run_every_steps,
+    )
+
+
+def stop_if_no_increase_hook(
+    metric_key: Hashable,
+    max_steps_without_increase: int,
+    *,
+    min_steps: int = 0,
+    run_every_secs: float | None = None,
+    run_every_steps: int | None = None,
+) -> EarlyStoppingHook:
+    """A hook that stops when ``metric_key`` has not increased for that many steps (TensorFlow's)."""
+    return EarlyStoppingHook(
+        metric_key,
+        "max",
+        patience_steps=max_steps_without_increase,
+        min_steps=min_steps,
+        run_every_secs=run_every_secs,
+        run_every_steps=run_every_steps,
+    )
+
+
+def stop_if_no_decrease_hook(
+    metric_key: Hashable,
+    max_steps_without_decrease: int,
+    *,
+    min_steps: int = 0,
+    run_every_secs: float | None = None,
+    run_every_steps: int | None = None,
+) -> EarlyStoppingHook:
+    """A hook that stops when ``metric_key`` has not decreased for that many steps (TensorFlow's)."""
+    return EarlyStoppingHook(
+        metric_key,
+        "min",
+        patience_steps=max_steps_without_decrease,
+        min_steps=min_steps,
+        run_every_secs=run_every_secs,
+        run_every_steps=run_every_steps,
+    )

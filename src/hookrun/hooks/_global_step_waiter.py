@@ -1,0 +1,70 @@
+"""``GlobalStepWaiterHook``: hold the first step until the global step reaches a target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._hooks import SessionRunContext, SessionRunHook
+from ._common import logger, step_counter_of
+
+__all__ = ["GlobalStepWaiterHook"]
+
+_LOG_EVERY = 1000
+
+
+class GlobalStepWaiterHook(SessionRunHook):
+    """Delays this worker's steps until the global step reaches ``wait_until_step``.
+
+    Used to start workers gradually in a distributed job whose step counter
+    is shared. Waiting awaits the step counter's ``wait_for`` (given to the
+    hook through the coordinator in ``after_create_session``): it never polls.
+    Progress is logged every 1000 steps. A target <= 0 never waits; once
+    released the hook never waits again. Note that a counter only this worker
+    advances would wait forever: give it a shared counter.
+    """
+
+    def __init__(self, wait_until_step: int) -> None:
+        if not isinstance(wait_until_step, int) or isinstance(wait_until_step, bool):
+            raise TypeError(
+                f"GlobalStepWaiterHook: wait_until_step must be an int, got {wait_until_step!r}"
+            )
+        self._wait_until_step = wait_until_step
+        self._started = False
+        self._counter: Any = None
+
+    def __repr__(self) -> str:
+        return f"GlobalStepWaiterHook({self._wait_until_step})"
+
+    def begin(self) -> None:
+        """Arm the hook: the first step waits (unless the target is <= 0)."""
+        self._started = self._wait_until_step <= 0
+
+    def after_create_session(self, session: object, coord: object) -> None:
+        """Take the step counter from the coordinator."""
+        self._counter = step_counter_of(coord)
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        """Wait (without polling) until the global step reaches the target."""
+        if self._started:
+            return
+        target = self._wait_until_step
+        if run_context.global_step < target:
+            if self._counter is None:
+                raise RuntimeError(
+                    "GlobalStepWaiterHook needs the step counter of the coordinator "
+                    "(coord.step_counter) to wait; none was given in after_create_session"
+                )
+            logger.info("Waiting for global step %d before starting training.", target)
+            await self._wait(target, run_context.global_step)
+        self._started = True
+
+    async def _wait(self, target: int, current: int) -> None:
+        while current < target:
+            milestone = min(target, current + _LOG_EVERY)
+            current = await self._counter.wait_for(milestone)
+            if current < target:
+                logger.info(
+                    "Waiting for global step %d before starting training. Current step is %d.",
+                    target,
+                    current,
+                )

@@ -1,0 +1,114 @@
+"""``LoggingTensorHook``: log fetched values every N local steps, every N seconds, and/or at end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._sessions import fetch
+from .._timer import Clock, NeverTriggerTimer, SecondOrStepTimer
+from ._common import logger
+
+__all__ = ["LoggingTensorHook"]
+
+Formatter = Callable[[dict[Hashable, Any]], str]
+
+
+class LoggingTensorHook(SessionRunHook):
+    """Logs the values of ``tensors`` (at INFO, logger ``hookrun``).
+
+    ``tensors`` maps tag → fetch key (logged in sorted tag order) or is an
+    iterable of fetch keys (each its own tag, kept in order). The period is
+    counted in *local* iterations of this hook (reset in ``begin``), not in
+    global steps: values are fetched and logged on iterations 0, N, 2N, ...
+    (``every_n_iter``) or at most once every ``every_n_secs`` seconds; with
+    ``at_end=True`` they are also fetched from the session and logged at
+    ``end``. The default line is ``"tag = value, ..."`` followed by
+    ``" (x.xxx sec)"`` from the second log on; ``formatter(values)`` replaces it.
+    ``clock`` (keyword-only) replaces :func:`anyio.current_time`.
+    """
+
+    def __init__(
+        self,
+        tensors: Mapping[Hashable, Hashable] | Iterable[Hashable],
+        every_n_iter: int | None = None,
+        every_n_secs: float | None = None,
+        at_end: bool = False,
+        formatter: Formatter | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        only_at_end = at_end and every_n_iter is None and every_n_secs is None
+        if not only_at_end and (every_n_iter is None) == (every_n_secs is None):
+            raise ValueError(
+                "either at_end and/or exactly one of every_n_iter and every_n_secs must be provided."
+            )
+        if every_n_iter is not None and every_n_iter <= 0:
+            raise ValueError(f"invalid every_n_iter={every_n_iter}.")
+        if formatter is not None and not callable(formatter):
+            raise TypeError(f"LoggingTensorHook: formatter must be callable, got {formatter!r}")
+        self._tags, self._tensors = _tags_and_keys(tensors)
+        self._formatter = formatter
+        self._at_end = at_end
+        self._timer: SecondOrStepTimer | NeverTriggerTimer = (
+            NeverTriggerTimer()
+            if only_at_end
+            else SecondOrStepTimer(every_secs=every_n_secs, every_steps=every_n_iter, clock=clock)
+        )
+        self._request = SessionRunArgs(self._tensors)
+        self._iter_count = 0
+        self._should_trigger = False
+
+    def __repr__(self) -> str:
+        return f"LoggingTensorHook({self._tags!r}, timer={self._timer!r}, at_end={self._at_end})"
+
+    def begin(self) -> None:
+        """Restart the local iteration count and the timer."""
+        self._timer.reset()
+        self._iter_count = 0
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        """Fetch the values on triggering iterations only."""
+        self._should_trigger = self._timer.should_trigger_for_step(self._iter_count)
+        return self._request if self._should_trigger else None
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        """Log the values fetched for this iteration, if any."""
+        if self._should_trigger:
+            self._log(run_values.results)
+        self._iter_count += 1
+
+    async def end(self, session: Any) -> None:
+        """With ``at_end``, fetch the values from the session and log them."""
+        if self._at_end:
+            self._log(await fetch(session, self._tensors))
+
+    def _log(self, values: dict[Hashable, Any]) -> None:
+        elapsed, _ = self._timer.update_last_triggered_step(self._iter_count)
+        if self._formatter is not None:
+            logger.info("%s", self._formatter(values))
+            return
+        line = ", ".join(f"{tag} = {values[tag]}" for tag in self._tags)
+        if elapsed is None:
+            logger.info("%s", line)
+        else:
+            logger.info("%s (%.3f sec)", line, elapsed)
+
+
+def _tags_and_keys(
+    tensors: Mapping[Hashable, Hashable] | Iterable[Hashable],
+) -> tuple[list[Hashable], dict[Hashable, Hashable]]:
+    if isinstance(tensors, Mapping):
+        try:
+            tags = sorted(tensors)
+        except TypeError:
+            tags = list(tensors)
+        return tags, dict(tensors)
+    if isinstance(tensors, (str, bytes)) or not isinstance(tensors, Iterable):
+        raise TypeError(
+            "LoggingTensorHook: tensors must be a mapping tag -> fetch key or a list of "
+            f"fetch keys, got {tensors!r}"
+        )
+    tags = list(tensors)
+    return tags, {tag: tag for tag in tags}

@@ -1,0 +1,146 @@
+"""``ProfilerHook``: trace a step every N steps or seconds into a Chrome trace file.
+
+The hook asks for ``RunOptions(trace=True)`` on due steps; the runtime then
+records one ``TimingRecord`` per hook call and one for the session run in the
+step's ``RunMetadata``. Because ``after_run`` calls run concurrently, other
+hooks' ``after_run`` records of a traced step may be missing while this hook's
+own ``after_run`` runs, so the file is written at the next ``before_run`` (or
+at ``end``), when the step is complete.
+
+File format: ``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData":
+{...}}`` with one complete ("X") event per record (``ts``/``dur`` in
+microseconds), one thread lane per hook and one for the run, and metadata
+("M") events naming the process and lanes: it loads in Perfetto and
+chrome://tracing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import anyio
+
+from .._hooks import (
+    RunMetadata,
+    RunOptions,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    TimingRecord,
+)
+from .._timer import Clock, SecondOrStepTimer
+from ._common import logger
+
+__all__ = ["ProfilerHook", "chrome_trace"]
+
+_TRACE = SessionRunArgs(options=RunOptions(trace=True))
+
+
+class ProfilerHook(SessionRunHook):
+    """Writes ``timeline-<step>.json`` (Chrome trace format) every ``save_steps`` / ``save_secs``.
+
+    Exactly one of the two (TensorFlow's messages). Never traces the very first
+    step; ``<step>`` is the global step the traced run reached. Files go to
+    ``output_dir`` (default: the current directory), created if missing;
+    :attr:`saved_files` lists the paths written. ``clock`` replaces
+    :func:`anyio.current_time`.
+    """
+
+    #: Ask the session to time before_run calls, so traced steps include their spans.
+    traces_before_run = True
+
+    def __init__(
+        self,
+        save_steps: int | None = None,
+        save_secs: float | None = None,
+        output_dir: str | os.PathLike[str] = "",
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps, clock=clock)
+        self._output_dir = Path(output_dir)
+        self._seen_first = False
+        self._requested = False
+        self._pending: tuple[int, RunMetadata] | None = None
+        self.saved_files: list[Path] = []
+
+    def __repr__(self) -> str:
+        return f"ProfilerHook({self._timer!r}, output_dir={str(self._output_dir)!r})"
+
+    def begin(self) -> None:
+        """Restart the timer; the first step is never traced."""
+        self._timer.reset()
+        self._seen_first = False
+
+    async def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        """Write the previous traced step, then ask for tracing if this step is due."""
+        await self._write_pending()
+        due = self._seen_first and self._timer.should_trigger_for_step(run_context.global_step + 1)
+        self._seen_first = True
+        self._requested = due
+        return _TRACE if due else None
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        """Remember the traced step's metadata; it is written once the step is complete."""
+        if self._requested:
+            self._timer.update_last_triggered_step(run_values.global_step)
+            self._pending = (run_values.global_step, run_values.run_metadata)
+
+    async def end(self, session: object) -> None:
+        """Write the last traced step, if any."""
+        await self._write_pending()
+
+    async def _write_pending(self) -> None:
+        if self._pending is None:
+            return
+        step, metadata = self._pending
+        self._pending = None
+        path = self._output_dir / f"timeline-{step}.json"
+        logger.info("Saving timeline for %d into '%s'.", step, path)
+        text = json.dumps(chrome_trace(metadata.timings, step=step))
+        await anyio.to_thread.run_sync(_write_text, path, text)
+        self.saved_files.append(path)
+
+
+def chrome_trace(timings: list[TimingRecord], *, step: int) -> dict[str, object]:
+    """The Chrome trace (JSON object format) of one step's timing records."""
+    origin = min((record.start for record in timings), default=0.0)
+    lanes: dict[tuple[str, str], int] = {("session", "run"): 0}
+    events: list[dict[str, object]] = []
+    for record in sorted(timings, key=lambda r: r.start):
+        lane = ("session", "run") if record.phase == "run" else ("hook", record.name)
+        tid = lanes.setdefault(lane, len(lanes))
+        events.append(_complete_event(record, origin, tid))
+    meta: list[dict[str, object]] = [_name_event("process_name", 0, f"hookrun step {step}")]
+    meta += [_name_event("thread_name", tid, name) for (_, name), tid in lanes.items()]
+    return {
+        "traceEvents": meta + events,
+        "displayTimeUnit": "ms",
+        "otherData": {"step": step, "tag": f"step_{step}"},
+    }
+
+
+def _complete_event(record: TimingRecord, origin: float, tid: int) -> dict[str, object]:
+    label = "run" if record.phase == "run" else f"{record.phase}:{record.name}"
+    return {
+        "name": label,
+        "cat": record.phase,
+        "ph": "X",
+        "ts": (record.start - origin) * 1e6,
+        "dur": max(record.end - record.start, 0.0) * 1e6,
+        "pid": 0,
+        "tid": tid,
+        "args": {"phase": record.phase, "hook": record.name},
+    }
+
+
+def _name_event(kind: str, tid: int, name: str) -> dict[str, object]:
+    return {"name": kind, "ph": "M", "pid": 0, "tid": tid, "args": {"name": name}}
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")

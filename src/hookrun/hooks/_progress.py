@@ -1,0 +1,137 @@
+"""``ProgressBarHook``: a progress bar (tqdm) of global steps, or log lines when not on a terminal."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Hashable, Iterable, Mapping
+from typing import IO, Any, Literal
+
+from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._timer import Clock, SecondOrStepTimer
+from ._common import check_non_negative, import_optional, logger
+
+__all__ = ["ProgressBarHook"]
+
+Mode = Literal["auto", "bar", "log"]
+
+
+class ProgressBarHook(SessionRunHook):
+    """Shows the global step, the rate and chosen fetched metrics.
+
+    ``total`` is the global step at which the work is complete (``None``:
+    unknown); the bar starts at the step of the first run, so a resumed job
+    starts part-way. ``metrics`` maps label → fetch key, or is a list of fetch
+    keys; they are fetched every step. ``mode="bar"`` draws a tqdm bar on
+    ``file`` (default ``sys.stderr``; needs the ``hookrun[progress]`` extra),
+    ``"log"`` logs a line (logger ``hookrun``) every ``log_every_secs`` seconds
+    and at ``end``, ``"auto"`` (default) draws the bar only when ``file`` is a
+    terminal. ``desc`` prefixes the bar and the lines; ``clock`` replaces
+    :func:`anyio.current_time` for the log timing.
+    """
+
+    def __init__(
+        self,
+        total: int | None = None,
+        *,
+        metrics: Mapping[str, Hashable] | Iterable[Hashable] = (),
+        desc: str | None = None,
+        file: IO[str] | None = None,
+        mode: Mode = "auto",
+        log_every_secs: float = 30.0,
+        clock: Clock | None = None,
+    ) -> None:
+        if mode not in ("auto", "bar", "log"):
+            raise ValueError(f'ProgressBarHook: mode must be "auto", "bar" or "log", got {mode!r}')
+        check_non_negative("ProgressBarHook", "total", total)
+        self.total = total
+        self._metrics = _metric_map(metrics)
+        self._desc = desc
+        self._file = file
+        self.mode: Mode = _resolve_mode(mode, file)
+        self._tqdm: Any = None
+        if self.mode == "bar":
+            self._tqdm = import_optional("tqdm", "progress", "ProgressBarHook").tqdm
+        self._log_timer = SecondOrStepTimer(every_secs=log_every_secs, clock=clock)
+        self._request = SessionRunArgs(self._metrics) if self._metrics else None
+        self._bar: Any = None
+        self._step: int | None = None
+        self._values: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"ProgressBarHook(total={self.total}, mode={self.mode!r})"
+
+    def begin(self) -> None:
+        """Start afresh: the bar opens at the first step."""
+        self._log_timer.reset()
+        self._step = None
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        """Open the bar at the first step; fetch the metrics."""
+        if self._step is None:
+            self._open(run_context.global_step)
+        return self._request
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        """Advance the bar (or log when due) to the step after this run."""
+        self._values = dict(run_values.results or {})
+        previous, self._step = self._step or 0, run_values.global_step
+        if self._bar is not None:
+            self._bar.set_postfix(_postfix(self._values), refresh=False)
+            self._bar.update(max(self._step - previous, 0))
+        elif self._log_timer.should_trigger_for_step(self._step):
+            self._log_line()
+
+    def end(self, session: object) -> None:
+        """Close the bar, or log the final line."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        elif self._step is not None and self._log_timer.last_triggered_step() != self._step:
+            self._log_line()
+
+    def _open(self, step: int) -> None:
+        self._step = step
+        if self.mode == "bar":
+            self._bar = self._tqdm(
+                total=self.total,
+                initial=step,
+                desc=self._desc,
+                unit="step",
+                file=self._file if self._file is not None else sys.stderr,
+            )
+        else:
+            self._log_timer.update_last_triggered_step(step)
+
+    def _log_line(self) -> None:
+        assert self._step is not None
+        elapsed_secs, elapsed_steps = self._log_timer.update_last_triggered_step(self._step)
+        parts = [f"step {self._step}" + (f"/{self.total}" if self.total else "")]
+        if self.total:
+            parts[0] += f" ({100.0 * self._step / self.total:.1f}%)"
+        if elapsed_secs and elapsed_steps is not None:
+            parts.append(f"{elapsed_steps / elapsed_secs:.3g} steps/s")
+        parts += [f"{label}={value}" for label, value in _postfix(self._values).items()]
+        logger.info("%s%s", f"{self._desc}: " if self._desc else "", ", ".join(parts))
+
+
+def _resolve_mode(mode: Mode, file: IO[str] | None) -> Mode:
+    if mode != "auto":
+        return mode
+    stream = file if file is not None else sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    return "bar" if isatty is not None and isatty() else "log"
+
+
+def _metric_map(metrics: Mapping[str, Hashable] | Iterable[Hashable]) -> dict[str, Hashable]:
+    if isinstance(metrics, Mapping):
+        return {str(label): key for label, key in metrics.items()}
+    if isinstance(metrics, (str, bytes)) or not isinstance(metrics, Iterable):
+        raise TypeError(
+            f"ProgressBarHook: metrics must be a mapping label -> fetch key or a list of keys, "
+            f"got {metrics!r}"
+        )
+    return {str(key): key for key in metrics}
+
+
+def _postfix(values: Mapping[str, Any]) -> dict[str, str]:
+    return {label: f"{v:.4g}" if isinstance(v, float) else str(v) for label, v in values.items()}

@@ -1,0 +1,61 @@
+"""``StopAtStepHook``: request stop once the global step reaches a last step."""
+
+from __future__ import annotations
+
+from .._hooks import SessionRunContext, SessionRunHook, SessionRunValues
+from ._common import step_counter_of
+
+__all__ = ["StopAtStepHook"]
+
+
+class StopAtStepHook(SessionRunHook):
+    """Requests stop after ``num_steps`` more steps, or once the step reaches ``last_step``.
+
+    Exactly one of the two (TensorFlow's messages). With ``num_steps`` the last
+    step is computed from the global step when the first session is created
+    (from the coordinator's step counter, else from the first step's
+    ``run_context.global_step``) and is not recomputed after recovery. The
+    check uses the global step *after* each run, so a step counter that jumps
+    past ``last_step`` (a shared, distributed counter) still stops.
+    """
+
+    def __init__(self, num_steps: int | None = None, last_step: int | None = None) -> None:
+        if num_steps is None and last_step is None:
+            raise ValueError("One of num_steps or last_step must be specified.")
+        if num_steps is not None and last_step is not None:
+            raise ValueError("Only one of num_steps or last_step can be specified.")
+        for name, value in (("num_steps", num_steps), ("last_step", last_step)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise TypeError(f"StopAtStepHook: {name} must be an int, got {value!r}")
+        if num_steps is not None and num_steps < 0:
+            raise ValueError(f"StopAtStepHook: num_steps must be >= 0, got {num_steps}")
+        self._num_steps = num_steps
+        self._last_step = last_step
+
+    def __repr__(self) -> str:
+        return f"StopAtStepHook(num_steps={self._num_steps}, last_step={self._last_step})"
+
+    @property
+    def last_step(self) -> int | None:
+        """The step at which stop is requested (``None`` until it is known)."""
+        return self._last_step
+
+    async def after_create_session(self, session: object, coord: object) -> None:
+        """Fix ``last_step`` from the current global step (first session only)."""
+        counter = step_counter_of(coord)
+        if self._last_step is None and counter is not None:
+            self._fix_last_step(await counter.get())
+
+    def before_run(self, run_context: SessionRunContext) -> None:
+        """Fix ``last_step`` from the step context if no step counter was available."""
+        if self._last_step is None:
+            self._fix_last_step(run_context.global_step)
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        """Request stop once the step after this run is at least ``last_step``."""
+        if self._last_step is not None and run_values.global_step >= self._last_step:
+            run_context.request_stop()
+
+    def _fix_last_step(self, current: int) -> None:
+        assert self._num_steps is not None
+        self._last_step = current + self._num_steps

@@ -1,0 +1,105 @@
+"""SecondOrStepTimer / NeverTriggerTimer (TF basic_session_run_hooks_test 102-106)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from trio.testing import MockClock
+
+from hookrun.hooks import NeverTriggerTimer, SecondOrStepTimer
+
+from ._support import FakeClock
+
+
+def test_raise_in_both_secs_and_steps() -> None:
+    """Both intervals is a ValueError with TF's message."""
+    with pytest.raises(ValueError, match=r"^Can not provide both every_secs and every_steps\.$"):
+        SecondOrStepTimer(every_secs=2.0, every_steps=10)
+
+
+def test_raise_in_none_secs_and_steps() -> None:
+    """Neither interval is a ValueError with TF's message."""
+    with pytest.raises(
+        ValueError, match=r"^Either every_secs or every_steps should be provided\.$"
+    ):
+        SecondOrStepTimer()
+
+
+def test_negative_intervals_are_rejected() -> None:
+    """Negative intervals are rejected at construction."""
+    with pytest.raises(ValueError, match="every_secs must be a non-negative number"):
+        SecondOrStepTimer(every_secs=-1)
+    with pytest.raises(ValueError, match="every_steps must be a non-negative int"):
+        SecondOrStepTimer(every_steps=-1)
+
+
+def test_every_secs() -> None:
+    """First call fires; the same step never re-fires; another step fires once the interval passed."""
+    clock = FakeClock()
+    timer = SecondOrStepTimer(every_secs=1.0, clock=clock)
+    assert timer.should_trigger_for_step(1)
+    timer.update_last_triggered_step(1)
+    assert not timer.should_trigger_for_step(1)
+    assert not timer.should_trigger_for_step(2)
+    clock.advance(1.0)
+    assert not timer.should_trigger_for_step(1)
+    assert timer.should_trigger_for_step(2)
+
+
+def test_every_steps() -> None:
+    """After firing at 1 with every 3 steps: 1, 2, 3 do not fire, 4 does."""
+    timer = SecondOrStepTimer(every_steps=3, clock=FakeClock())
+    assert timer.should_trigger_for_step(1)
+    timer.update_last_triggered_step(1)
+    assert [timer.should_trigger_for_step(s) for s in (1, 2, 3, 4)] == [False, False, False, True]
+
+
+def test_update_last_triggered_step() -> None:
+    """The first update returns (None, None); later ones the seconds and steps since the last."""
+    clock = FakeClock()
+    timer = SecondOrStepTimer(every_steps=1, clock=clock)
+    assert timer.update_last_triggered_step(1) == (None, None)
+    clock.advance(2.5)
+    assert timer.update_last_triggered_step(5) == (2.5, 4)
+    assert timer.last_triggered_step() == 5
+
+
+def test_reset_forgets_the_last_trigger() -> None:
+    """After reset the timer fires again at once and reports no last step."""
+    timer = SecondOrStepTimer(every_steps=100, clock=FakeClock())
+    timer.update_last_triggered_step(3)
+    timer.reset()
+    assert timer.last_triggered_step() is None
+    assert timer.should_trigger_for_step(4)
+
+
+def test_never_trigger_timer() -> None:
+    """NeverTriggerTimer never fires and its update returns (None, None)."""
+    timer = NeverTriggerTimer()
+    assert not timer.should_trigger_for_step(0)
+    assert timer.update_last_triggered_step(5) == (None, None)
+    assert timer.last_triggered_step() is None
+    timer.reset()
+
+
+def test_default_clock_is_anyio_time_so_trio_mock_clock_drives_it() -> None:
+    """Without a clock the timer reads anyio.current_time(): trio's MockClock moves it."""
+    clock = MockClock()
+
+    async def main() -> list[bool]:
+        timer = SecondOrStepTimer(every_secs=60.0)
+        timer.update_last_triggered_step(0)
+        before = timer.should_trigger_for_step(1)
+        clock.jump(60.0)
+        return [before, timer.should_trigger_for_step(1)]
+
+    assert anyio.run(main, backend="trio", backend_options={"clock": clock}) == [False, True]
+
+
+@pytest.mark.anyio
+async def test_default_clock_works_on_both_backends() -> None:
+    """The default clock is usable inside any running backend."""
+    timer = SecondOrStepTimer(every_secs=3600.0)
+    assert timer.should_trigger_for_step(0)
+    assert timer.update_last_triggered_step(0) == (None, None)
+    assert not timer.should_trigger_for_step(1)
