@@ -6,9 +6,14 @@ import subprocess
 import sys
 
 import pytest
-from examples import flaky_recovery, minimal_hook, pipeline
+from examples import flaky_recovery, minimal_hook, pipeline, quickstart
 
 pytestmark = pytest.mark.anyio
+
+
+async def test_quickstart_runs_three_steps() -> None:
+    """The README's quick start stops after three steps."""
+    assert await quickstart.main() == [42, 42, 42]
 
 
 async def test_minimal_hook_stops_after_three_steps() -> None:

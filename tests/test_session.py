@@ -458,3 +458,34 @@ def test_bad_settings_are_rejected_at_construction() -> None:
         MonitoredSession(lambda: ScriptedSession())
     with pytest.raises(TypeError, match="recoverable must hold exception classes"):
         MonitoredSession(creator(), recoverable=[42])  # type: ignore[list-item]
+
+
+async def test_error_from_run_does_not_stop_the_coordinator() -> None:
+    """An error from run() in the caller's task does not stop the coordinator or the session (◆35)."""
+    hook = RecordingHook()
+    session_creator = ScriptedCreator({"a": 1}, session_errors={0: {0: ValueError("bad step")}})
+    async with SingularMonitoredSession(session_creator, [hook]) as sess:
+        with pytest.raises(ValueError, match="bad step"):
+            await sess.run("a")
+        assert not hook.calls[1].args["coord"].should_stop()
+        assert not sess.should_stop()
+        assert await sess.run("a") == 1
+
+
+async def test_close_stops_and_joins_background_tasks_after_an_error() -> None:
+    """Leaving the block, even after a failed run, stops and joins the coordinator's tasks (◆36, ◆37)."""
+    hook = RecordingHook()
+    stopped: list[str] = []
+
+    async def watcher(coord: hookrun.Coordinator) -> None:
+        await coord.wait_for_stop()
+        stopped.append("watcher saw stop")
+
+    session_creator = ScriptedCreator({"a": 1}, session_errors={0: {0: ValueError("bad step")}})
+    with pytest.raises(ValueError, match="bad step"):
+        async with MonitoredSession(session_creator, [hook]) as sess:
+            coord = hook.calls[1].args["coord"]
+            coord.start_soon(watcher, coord)
+            await sess.run("a")
+    assert stopped == ["watcher saw stop"]
+    assert coord.should_stop() and coord.joined

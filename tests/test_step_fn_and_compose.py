@@ -219,3 +219,28 @@ async def test_local_step_counter_wait_for_does_not_poll() -> None:
         assert reached == []
         await counter.increment()
     assert reached == [2]
+
+
+async def test_singular_step_fn_runs_hooks_like_monitored() -> None:
+    """run_step_fn on a SingularMonitoredSession runs hooks the same way (◆89)."""
+    hook = RecordingHook(request=SessionRunArgs("b"))
+    async with SingularMonitoredSession(ScriptedCreator({"a": 1, "b": 2}), [hook]) as sess:
+
+        async def step(step_context: StepContext) -> Any:
+            return await step_context.run_with_hooks("a")
+
+        assert await sess.run_step_fn(step) == 1
+    assert hook.calls[3].args["results"] == 2
+
+
+async def test_step_fn_that_only_requests_stop_calls_no_hooks() -> None:
+    """A step_fn that only requests stop triggers no before_run/after_run (◆90)."""
+    hook = RecordingHook()
+    async with MonitoredSession(ScriptedCreator(), [hook]) as sess:
+
+        async def step(step_context: StepContext) -> None:
+            step_context.request_stop()
+
+        await sess.run_step_fn(step)
+        assert sess.should_stop()
+    assert hook.phases() == ["begin", "after_create_session", "end"]
