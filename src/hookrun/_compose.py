@@ -14,9 +14,9 @@ from typing import Any
 
 import anyio
 
-from ._dispatch import Call, hook_name, plan_hooks
 from ._hooks import HOOK_METHODS, SessionRunArgs, SessionRunContext, SessionRunValues
 from ._merge import DEFAULT_OPTIONS, check_options, merge_feeds, merge_options
+from ._plan import Call, hook_name, plan_hooks
 
 __all__ = ["in_thread", "sequential"]
 

@@ -42,113 +42,11 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
 from ._errors import HookTimeoutError
-from ._hooks import HOOK_METHODS, SessionRunArgs, SessionRunHook, TimingRecord
+from ._hooks import SessionRunArgs, TimingRecord
 from ._log import logger
+from ._plan import Call, PhasePlan, hook_name, plan_hooks
 
-__all__ = ["Call", "Dispatcher", "PhasePlan", "hook_name", "raise_first", "run_inline"]
-
-
-_BASE_METHODS = {name: getattr(SessionRunHook, name) for name in HOOK_METHODS}
-
-
-def hook_name(hook: object) -> str:
-    """A hook's display name: its ``name`` attribute if it is a string, else its class name."""
-    name = getattr(hook, "name", None)
-    return name if isinstance(name, str) else type(hook).__name__
-
-
-def _overrides(hook: object, method: str) -> Callable[..., Any] | None:
-    """The bound method if ``hook`` really implements ``method``, else None."""
-    bound = getattr(hook, method, None)
-    if bound is None:
-        return None
-    if not callable(bound):
-        raise TypeError(f"hook {hook_name(hook)}: attribute {method!r} is not callable")
-    func = getattr(bound, "__func__", None)
-    if func is not None and func is _BASE_METHODS[method]:
-        return None
-    return bound  # type: ignore[no-any-return]
-
-
-def is_async_callable(fn: object) -> bool:
-    """Whether calling ``fn`` returns a coroutine (async def, or an object with async __call__)."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
-    )
-
-
-class Call:
-    """One hook method of one phase: the hook's position, name, function and kind."""
-
-    __slots__ = ("fn", "hook", "index", "is_async", "name", "phase")
-
-    def __init__(self, index: int, hook: object, phase: str, fn: Callable[..., Any]) -> None:
-        self.index = index
-        self.hook = hook
-        self.name = hook_name(hook)
-        self.phase = phase
-        self.fn = fn
-        self.is_async = is_async_callable(fn)
-
-
-#: Runs in a row without any suspension after which a hot phase drops its cancel scope.
-QUIET_RUNS_BEFORE_UNSCOPED = 16
-_HOT_PHASES = frozenset({"before_run", "after_run"})
-
-
-class PhasePlan:
-    """The calls of one phase, in hook list order, and what the dispatcher learnt about them.
-
-    A phase with several async hooks runs under a cancel scope (so a failing hook can
-    cancel every other one) until it has run ``QUIET_RUNS_BEFORE_UNSCOPED`` times in a
-    row without any hook suspending; then it runs unscoped (no scope cost per step)
-    until a hook suspends again. ``begin``, ``after_create_session`` and ``end`` are
-    always scoped.
-    """
-
-    __slots__ = ("calls", "can_unscope", "n_async", "phase", "quiet", "scoped")
-
-    def __init__(self, phase: str, calls: Sequence[Call]) -> None:
-        self.phase = phase
-        self.calls = tuple(calls)
-        self.n_async = sum(call.is_async for call in self.calls)
-        self.scoped = True
-        self.can_unscope = phase in _HOT_PHASES
-        self.quiet = 0
-
-    def suspended(self) -> None:
-        """A hook of this phase suspended: scope the phase again."""
-        self.scoped = True
-        self.quiet = 0
-
-    def ran_quietly(self) -> None:
-        """A scoped run in which no hook suspended."""
-        self.quiet += 1
-        if self.can_unscope and self.quiet >= QUIET_RUNS_BEFORE_UNSCOPED:
-            self.scoped = False
-
-
-def plan_hooks(hooks: Sequence[object]) -> dict[str, PhasePlan]:
-    """Validate ``hooks`` and compute each phase's plan; a non-hook is a ``TypeError`` naming it."""
-    calls: dict[str, list[Call]] = {phase: [] for phase in HOOK_METHODS}
-    for index, hook in enumerate(hooks):
-        if isinstance(hook, type):
-            raise TypeError(
-                f"hooks[{index}] is the class {hook.__name__}, not a hook object; "
-                f"pass an instance ({hook.__name__}())"
-            )
-        found = False
-        for phase in HOOK_METHODS:
-            fn = _overrides(hook, phase)
-            if fn is not None:
-                calls[phase].append(Call(index, hook, phase, fn))
-                found = True
-        if not found and not isinstance(hook, SessionRunHook):
-            raise TypeError(
-                f"hooks[{index}] = {hook!r} ({type(hook).__name__}) is not a hook: it has "
-                f"none of the methods {', '.join(HOOK_METHODS)}"
-            )
-    return {phase: PhasePlan(phase, phase_calls) for phase, phase_calls in calls.items()}
+__all__ = ["Dispatcher", "raise_first", "run_inline"]
 
 
 @types.coroutine
@@ -274,6 +172,7 @@ class Dispatcher:
                 for call in plan.calls:
                     if call.is_async:
                         call.fn = functools.partial(_timed, call, call.fn, hook_timeout)
+                plan.refresh()
 
     def task_group(self) -> TaskGroup:
         if self._task_group is None:
@@ -281,37 +180,46 @@ class Dispatcher:
         return self._task_group()
 
     async def run(
-        self, plan: PhasePlan, args: Sequence[tuple[Any, ...]], trace: list[TimingRecord] | None = None
+        self,
+        plan: PhasePlan,
+        args: Sequence[tuple[Any, ...]] | tuple[Any, ...],
+        trace: list[TimingRecord] | None = None,
     ) -> list[Any]:
-        """Run every call of ``plan`` (``args[i]`` for ``plan.calls[i]``); return results in order.
+        """Run every call of ``plan``; return their results in list order.
 
-        The fast path is inline here: sync calls are made, async ones started in place;
-        the first suspension hands over to the slow path (drive in place, fan out).
+        ``args`` is one tuple of arguments shared by every call, or a list with one
+        tuple per call. The fast path is inline here: sync calls are made, async
+        ones started in place; the first suspension hands over to the slow path
+        (drive in place, fan out).
         """
+        if type(args) is tuple:
+            args = [args] * len(plan.calls)
         if trace is not None:
             return await self._run_traced(plan, args, trace)
         if plan.scoped and plan.n_async > 1:
             return await self._run_many(plan, args)
-        calls = plan.calls
-        results: list[Any] = [None] * len(calls)
-        for position in range(len(calls)):
-            call = calls[position]
-            if call.is_async:
+        results: list[Any] = []
+        append = results.append
+        position = -1
+        for fn, is_async in plan.fns:
+            position += 1
+            if is_async:
                 context = copy_context()
-                coro = call.fn(*args[position])
+                coro = fn(*args[position])
                 try:
                     yielded = context.run(coro.send, None)
                 except StopIteration as stop:
-                    results[position] = stop.value
+                    append(stop.value)
                     continue
                 if plan.n_async == 1:  # no sibling to run beside it or to be cancelled by
-                    results[position] = await _drive(coro, context, yielded)
+                    append(await _drive(coro, context, yielded))
                     continue
+                results += [None] * (len(plan.fns) - position)
                 return await self._after_first_suspension(plan, args, results, position, coro, context, yielded)
-            result = call.fn(*args[position])
+            result = fn(*args[position])
             if result is not None and type(result) is not SessionRunArgs:
-                _check_sync_result(call, result)
-            results[position] = result
+                _check_sync_result(plan.calls[position], result)
+            append(result)
         return results
 
     async def _after_first_suspension(
@@ -435,13 +343,19 @@ class _TracedCall(Call):
         self.name = call.name
 
 
-def run_inline(plan: PhasePlan, args: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """A phase of plain-function hooks only: call each inline, in list order."""
+def run_inline(plan: PhasePlan, args: Sequence[tuple[Any, ...]] | tuple[Any, ...]) -> list[Any]:
+    """A phase of plain-function hooks only: call each inline, in list order.
+
+    ``args`` is one tuple shared by every call, or one tuple per call.
+    """
     results = []
-    for call, arg in zip(plan.calls, args, strict=True):
-        result = call.fn(*arg)
+    shared = type(args) is tuple
+    position = -1
+    for fn, _ in plan.fns:
+        position += 1
+        result = fn(*args) if shared else fn(*args[position])
         if result is not None and type(result) is not SessionRunArgs:
-            _check_sync_result(call, result)
+            _check_sync_result(plan.calls[position], result)
         results.append(result)
     return results
 

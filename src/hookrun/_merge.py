@@ -10,12 +10,16 @@ values is a ``ValueError`` naming the tag and the parties.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from . import _nest
 from ._errors import FeedConflictError
-from ._hooks import RunOptions
+from ._hooks import RunOptions, SessionRunArgs
 
-__all__ = ["DEFAULT_OPTIONS", "check_options", "merge_feeds", "merge_options"]
+if TYPE_CHECKING:
+    from ._plan import Call
+
+__all__ = ["DEFAULT_OPTIONS", "check_options", "merge_feeds", "merge_options", "merge_requests"]
 
 DEFAULT_OPTIONS = RunOptions()
 
@@ -83,3 +87,34 @@ def merge_options(parties: Sequence[tuple[str, RunOptions]]) -> RunOptions:
             tags.setdefault(key, value)
             tag_owner.setdefault(key, party)
     return RunOptions(timeout=timeout, trace=trace, tags=tags)
+
+
+def merge_requests(
+    calls: Sequence[Call],
+    requests: Sequence[Any],
+    keys: list[Hashable],
+    positions: dict[Hashable, int],
+    feed_dict: Mapping[Any, Any] | None,
+    caller_options: RunOptions,
+) -> tuple[dict[int, Any], Mapping[Any, Any] | None, RunOptions]:
+    """Fold the hooks' requests (in list order) into the step's fetches, feeds and options."""
+    shapes: dict[int, Any] = {}
+    hook_feeds: list[tuple[str, Mapping[Any, Any]]] = []
+    hook_options: list[tuple[str, RunOptions]] = []
+    for call, request in zip(calls, requests, strict=True):
+        if request is None:
+            continue
+        party = f"hook {call.name}"
+        if type(request) is not SessionRunArgs:
+            raise TypeError(
+                f"{party}: before_run returned {type(request).__name__}; expected None or hookrun.SessionRunArgs"
+            )
+        if request.fetches is not None:
+            shapes[call.index] = _nest.index(request.fetches, party, keys, positions)
+        if request.feed_dict:
+            hook_feeds.append((party, request.feed_dict))
+        if request.options is not None:
+            hook_options.append((party, check_options(request.options, party)))
+    feeds = merge_feeds(hook_feeds, feed_dict) if hook_feeds else feed_dict
+    merged = merge_options([("the caller", caller_options), *hook_options]) if hook_options else caller_options
+    return shapes, feeds, merged

@@ -13,7 +13,6 @@ request is sticky at once; the session task group outlives every task it holds.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
 
 from . import _nest
 from ._coordinator import Coordinator
-from ._dispatch import Call, Dispatcher, hook_name, is_async_callable, run_inline
+from ._dispatch import Dispatcher, run_inline
 from ._errors import (
     CLEAN_STOP_TYPES,
     RECOVERABLE_TYPES,
@@ -36,16 +35,25 @@ from ._errors import (
 from ._hooks import (
     RunMetadata,
     RunOptions,
-    SessionRunArgs,
     SessionRunContext,
     SessionRunValues,
     TimingRecord,
 )
 from ._log import logger
-from ._merge import DEFAULT_OPTIONS, check_options, merge_feeds, merge_options
+from ._merge import DEFAULT_OPTIONS, check_options, merge_requests
+from ._plan import hook_name
 from ._recovery import RetryBudget, RetryPolicy
 from ._sessions import check_values
 from ._step import LocalStepCounter, StepCounter
+from ._validate import (
+    check_seconds,
+    check_session,
+    check_step_counter,
+    check_step_fn,
+    creator_function,
+    exception_types,
+    hook_list,
+)
 
 __all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
 
@@ -96,18 +104,18 @@ class _MonitoredSessionBase:
         retry: RetryPolicy | None = None,
         recoverable: Iterable[type[BaseException]] = (),
     ) -> None:
-        self._create_session = _creator_function(session_creator)
-        self.hooks = _hook_list(hooks)
-        _check_seconds("stop_grace_period", stop_grace_period, allow_zero=True)
+        self._create_session = creator_function(session_creator)
+        self.hooks = hook_list(hooks)
+        check_seconds("stop_grace_period", stop_grace_period, allow_zero=True)
         if hook_timeout is not None:
-            _check_seconds("hook_timeout", hook_timeout, allow_zero=False)
+            check_seconds("hook_timeout", hook_timeout, allow_zero=False)
         self._grace = float(stop_grace_period)
-        self._counter = _step_counter(step_counter)
+        self._counter = check_step_counter(step_counter)
         self._local = self._counter if type(self._counter) is LocalStepCounter else None
         self._retry = retry if retry is not None else RetryPolicy()
         if not isinstance(self._retry, RetryPolicy):
             raise TypeError(f"retry must be a hookrun.RetryPolicy, got {type(retry).__name__}")
-        self._recoverable = RECOVERABLE_TYPES + _exception_types(recoverable)
+        self._recoverable = RECOVERABLE_TYPES + exception_types(recoverable)
         self._dispatcher = Dispatcher(self.hooks, hook_timeout=hook_timeout, task_group=self._task_group)
         plans = self._dispatcher.plans
         self._begin, self._after_create = plans["begin"], plans["after_create_session"]
@@ -140,7 +148,7 @@ class _MonitoredSessionBase:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
-            await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
+            await self._dispatcher.run(self._begin, ())
             await self._create(self._retry.budget())
         except BaseException as exc:
             await self._teardown(call_end=False, error=exc)
@@ -178,7 +186,7 @@ class _MonitoredSessionBase:
         failures: list[BaseException] = []
         if call_end:
             try:
-                await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls))
+                await self._dispatcher.run(self._end, (self._raw,))
             except Exception as exc:
                 failures.append(exc)
         failures += await self._close_current(raise_errors=call_end)
@@ -246,7 +254,7 @@ class _MonitoredSessionBase:
     async def _create_once(self) -> None:
         raw = await self._create_session()
         try:
-            _check_session(raw)
+            check_session(raw)
             coord = Coordinator(clean_stop_exception_types=(), step_counter=self._counter)
             assert self._tg is not None
             await coord._open_in(self._tg)
@@ -256,8 +264,7 @@ class _MonitoredSessionBase:
             raise
         self._raw, self._coord = raw, coord
         try:
-            n = len(self._after_create.calls)
-            await self._dispatcher.run(self._after_create, [(raw, coord)] * n)
+            await self._dispatcher.run(self._after_create, (raw, coord))
         except BaseException:
             await self._close_current(raise_errors=False)
             raise
@@ -356,7 +363,7 @@ class _MonitoredSessionBase:
     async def run_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
         """Call ``step_fn(step_context)`` (async) and return its value; recovered calls get
         a context with the new session."""
-        _check_step_fn(step_fn)
+        check_step_fn(step_fn)
         if self._state is not _OPEN or self._busy or self._hook_stop:
             self._refuse("run_step_fn()")
         self._busy = True
@@ -480,11 +487,11 @@ class _MonitoredSessionBase:
         before = self._before
         if before.calls:
             if before.n_async or trace is not None:
-                requests = await self._dispatcher.run(before, [(ctx,)] * len(before.calls), trace)
+                requests = await self._dispatcher.run(before, (ctx,), trace)
             else:
-                requests = run_inline(before, [(ctx,)] * len(before.calls))
+                requests = run_inline(before, (ctx,))
             if requests.count(None) != len(requests):
-                shapes, feeds, merged = _merge_requests(before.calls, requests, keys, positions, feed_dict, merged)
+                shapes, feeds, merged = merge_requests(before.calls, requests, keys, positions, feed_dict, merged)
             if speculative and not merged.trace:
                 del metadata.timings[:]  # timed in case a hook asked for a trace; none did
         values = await self._session_run(keys, feeds or _NO_FEEDS, merged, metadata)
@@ -492,8 +499,9 @@ class _MonitoredSessionBase:
         after = self._after
         if after.calls:
             nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
+            args: Sequence[tuple[Any, ...]] | tuple[Any, ...]
             if shapes is None:
-                args = [(ctx, nothing)] * len(after.calls)
+                args = (ctx, nothing)
             else:
                 args = [
                     (ctx, nothing if call.index not in shapes else _new_tuple(
@@ -506,37 +514,6 @@ class _MonitoredSessionBase:
             else:
                 run_inline(after, args)
         return None if shape is None else _nest.pack(shape, values)
-
-
-def _merge_requests(
-    calls: Sequence[Call],
-    requests: Sequence[Any],
-    keys: list[Hashable],
-    positions: dict[Hashable, int],
-    feed_dict: Mapping[Any, Any] | None,
-    caller_options: RunOptions,
-) -> tuple[dict[int, Any], Mapping[Any, Any] | None, RunOptions]:
-    """Fold the hooks' requests (in list order) into the step's fetches, feeds and options."""
-    shapes: dict[int, Any] = {}
-    hook_feeds: list[tuple[str, Mapping[Any, Any]]] = []
-    hook_options: list[tuple[str, RunOptions]] = []
-    for call, request in zip(calls, requests, strict=True):
-        if request is None:
-            continue
-        party = f"hook {call.name}"
-        if type(request) is not SessionRunArgs:
-            raise TypeError(
-                f"{party}: before_run returned {type(request).__name__}; expected None or hookrun.SessionRunArgs"
-            )
-        if request.fetches is not None:
-            shapes[call.index] = _nest.index(request.fetches, party, keys, positions)
-        if request.feed_dict:
-            hook_feeds.append((party, request.feed_dict))
-        if request.options is not None:
-            hook_options.append((party, check_options(request.options, party)))
-    feeds = merge_feeds(hook_feeds, feed_dict) if hook_feeds else feed_dict
-    merged = merge_options([("the caller", caller_options), *hook_options]) if hook_options else caller_options
-    return shapes, feeds, merged
 
 
 class MonitoredSession(_MonitoredSessionBase):
@@ -603,87 +580,6 @@ class SingularMonitoredSession(_MonitoredSessionBase):
     def raw_session(self) -> Any:
         """The current raw session, or ``None`` once closed."""
         return self._raw
-
-
-# -- validation helpers --------------------------------------------------------------------
-
-
-def _creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
-    method = getattr(creator, "create_session", None)
-    if method is not None:
-        if not is_async_callable(method):
-            raise TypeError(
-                f"session_creator {creator!r}: create_session must be 'async def', "
-                f"got a plain {type(method).__name__}"
-            )
-        return method  # type: ignore[no-any-return]
-    if callable(creator):
-        if not is_async_callable(creator):
-            raise TypeError(
-                f"session_creator {creator!r} is a plain callable; pass an async factory "
-                "or an object with 'async def create_session()'"
-            )
-        return creator
-    raise TypeError(
-        f"session_creator must have 'async def create_session()' or be an async factory, "
-        f"got {type(creator).__name__}"
-    )
-
-
-def _hook_list(hooks: Iterable[object]) -> tuple[object, ...]:
-    if hasattr(hooks, "before_run") or hasattr(hooks, "after_run") or not isinstance(hooks, Iterable):
-        raise TypeError(f"hooks must be a list of hooks, got {type(hooks).__name__}; wrap a single hook in a list")
-    return tuple(hooks)
-
-
-def _check_seconds(name: str, value: object, *, allow_zero: bool) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a number of seconds {bound}, got {value!r}")
-
-
-def _step_counter(counter: StepCounter | None) -> StepCounter:
-    if counter is None:
-        return LocalStepCounter()
-    if not isinstance(counter, StepCounter):
-        raise TypeError(
-            f"step_counter {counter!r} does not implement StepCounter "
-            "(async get, increment, set and wait_for)"
-        )
-    return counter
-
-
-def _exception_types(types_: Iterable[type[BaseException]]) -> tuple[type[BaseException], ...]:
-    result = tuple(types_)
-    for item in result:
-        if not (isinstance(item, type) and issubclass(item, BaseException)):
-            raise TypeError(f"recoverable must hold exception classes, got {item!r}")
-    return result
-
-
-def _check_session(raw: object) -> None:
-    run = getattr(raw, "run", None)
-    if run is None or not is_async_callable(run):
-        raise TypeError(
-            f"the session creator returned {raw!r} ({type(raw).__name__}), which is not a "
-            "session: it needs 'async def run(fetches, feed_dict, options, run_metadata)'"
-        )
-
-
-def _check_step_fn(step_fn: object) -> None:
-    if not callable(step_fn) or not is_async_callable(step_fn):
-        raise TypeError(f"run_step_fn needs an async function, got {step_fn!r}")
-    params = [
-        p for p in inspect.signature(step_fn).parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]
-    if len(params) != 1:
-        names = tuple(p.name for p in params)
-        raise ValueError(
-            "`step_fn` may either have one `step_context` argument, or `self` and "
-            f"`step_context` arguments if it's an instance method. Got {names} instead."
-        )
 
 
 async def _aclose(raw: object) -> None:

@@ -1,0 +1,98 @@
+"""Checks made when a monitored session is built: bad input fails here, naming the culprit,
+not on step 1000. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from ._plan import is_async_callable
+from ._step import LocalStepCounter, StepCounter
+
+__all__ = [
+    "check_seconds",
+    "check_session",
+    "check_step_counter",
+    "check_step_fn",
+    "creator_function",
+    "exception_types",
+    "hook_list",
+]
+
+def creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
+    method = getattr(creator, "create_session", None)
+    if method is not None:
+        if not is_async_callable(method):
+            raise TypeError(
+                f"session_creator {creator!r}: create_session must be 'async def', "
+                f"got a plain {type(method).__name__}"
+            )
+        return method  # type: ignore[no-any-return]
+    if callable(creator):
+        if not is_async_callable(creator):
+            raise TypeError(
+                f"session_creator {creator!r} is a plain callable; pass an async factory "
+                "or an object with 'async def create_session()'"
+            )
+        return creator
+    raise TypeError(
+        f"session_creator must have 'async def create_session()' or be an async factory, "
+        f"got {type(creator).__name__}"
+    )
+
+
+def hook_list(hooks: Iterable[object]) -> tuple[object, ...]:
+    if hasattr(hooks, "before_run") or hasattr(hooks, "after_run") or not isinstance(hooks, Iterable):
+        raise TypeError(f"hooks must be a list of hooks, got {type(hooks).__name__}; wrap a single hook in a list")
+    return tuple(hooks)
+
+
+def check_seconds(name: str, value: object, *, allow_zero: bool) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a number of seconds {bound}, got {value!r}")
+
+
+def check_step_counter(counter: StepCounter | None) -> StepCounter:
+    if counter is None:
+        return LocalStepCounter()
+    if not isinstance(counter, StepCounter):
+        raise TypeError(
+            f"step_counter {counter!r} does not implement StepCounter "
+            "(async get, increment, set and wait_for)"
+        )
+    return counter
+
+
+def exception_types(types_: Iterable[type[BaseException]]) -> tuple[type[BaseException], ...]:
+    result = tuple(types_)
+    for item in result:
+        if not (isinstance(item, type) and issubclass(item, BaseException)):
+            raise TypeError(f"recoverable must hold exception classes, got {item!r}")
+    return result
+
+
+def check_session(raw: object) -> None:
+    run = getattr(raw, "run", None)
+    if run is None or not is_async_callable(run):
+        raise TypeError(
+            f"the session creator returned {raw!r} ({type(raw).__name__}), which is not a "
+            "session: it needs 'async def run(fetches, feed_dict, options, run_metadata)'"
+        )
+
+
+def check_step_fn(step_fn: object) -> None:
+    if not callable(step_fn) or not is_async_callable(step_fn):
+        raise TypeError(f"run_step_fn needs an async function, got {step_fn!r}")
+    params = [
+        p for p in inspect.signature(step_fn).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    if len(params) != 1:
+        names = tuple(p.name for p in params)
+        raise ValueError(
+            "`step_fn` may either have one `step_context` argument, or `self` and "
+            f"`step_context` arguments if it's an instance method. Got {names} instead."
+        )
