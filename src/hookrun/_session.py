@@ -228,6 +228,7 @@ class _MonitoredSessionBase:
 
     async def _exit_task_group(self) -> None:
         tg, self._tg = self._tg, None
+        self._dispatcher.reset_pool()
         if tg is not None:
             # Nothing of ours runs there any more; the group's exit waits for its tasks
             # to unwind (it must be the innermost scope, so it cannot be shielded here).
