@@ -321,3 +321,45 @@ async def test_sync_method_returning_a_coroutine_is_a_type_error() -> None:
         with pytest.raises(TypeError, match="Confused: before_run is a plain function but returned an awaitable"):
             await sess.run()
         await sess.aclose()
+
+
+class Checkpointing(SessionRunHook):
+    """Suspends once in each phase; fails in before_run while ``fail`` is set."""
+
+    fail = False
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        await anyio.lowlevel.checkpoint()
+        if self.fail:
+            raise RuntimeError("checkpointing hook failed")
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        await anyio.lowlevel.checkpoint()
+
+
+async def test_worker_tasks_are_reused_not_accumulated() -> None:
+    """Hooks that wait reuse parked worker tasks: the task count stays bounded over many steps."""
+    hooks = [Checkpointing() for _ in range(5)]
+    baseline = len(anyio.get_running_tasks())
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        await sess.run()
+        after_one = len(anyio.get_running_tasks())
+        for _ in range(50):
+            await sess.run()
+        assert len(anyio.get_running_tasks()) == after_one
+        assert after_one <= baseline + 1 + 4  # coordinator host + at most one worker per waiting sibling
+    assert len(anyio.get_running_tasks()) == baseline
+
+
+async def test_failing_phase_retires_workers_and_the_session_keeps_working() -> None:
+    """After a phase fails and cancels its workers, later steps get fresh workers and succeed."""
+    hooks = [Checkpointing() for _ in range(4)]
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        await sess.run()
+        hooks[2].fail = True
+        with anyio.fail_after(5), pytest.raises(RuntimeError, match="checkpointing hook failed"):
+            await sess.run()
+        hooks[2].fail = False
+        with anyio.fail_after(5):
+            for _ in range(3):
+                assert await sess.run("k1") == 1
