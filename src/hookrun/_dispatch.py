@@ -75,9 +75,8 @@ def raise_first(errors: list[tuple[int, BaseException]], phase: str, names: Sequ
     errors.sort(key=lambda item: item[0])
     first = errors[0][1]
     for index, other in errors[1:]:
-        note = f"hookrun: hook {names[index]} also failed in {phase}: {other!r}"
-        first.add_note(note)
-        logger().error("%s", note, exc_info=other)
+        first.add_note(f"hookrun: hook {names[index]} also failed in {phase}: {other!r}")
+        logger().error("hook %s also failed in %s: %r", names[index], phase, other, exc_info=other)
     raise first
 
 

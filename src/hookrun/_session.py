@@ -217,12 +217,12 @@ class _MonitoredSessionBase:
                     failures.append(exc)
         if scope.cancelled_caught:
             logger().warning(
-                "hookrun: closing the session took longer than stop_grace_period=%ss; gave up waiting",
+                "closing the session took longer than stop_grace_period=%ss; gave up waiting",
                 self._grace,
             )
         if not raise_errors:
             for failure in failures:
-                logger().warning("hookrun: error while closing a session: %r", failure, exc_info=failure)
+                logger().warning("error while closing a session: %r", failure, exc_info=failure)
             return []
         return failures
 
@@ -250,7 +250,7 @@ class _MonitoredSessionBase:
             except Exception as exc:
                 if not (self._recovers and self._is_recoverable(exc)) or not await budget.wait_to_retry():
                     raise
-                logger().warning("hookrun: creating the session failed (%r); retrying", exc)
+                logger().warning("creating the session failed (%r); retrying", exc)
 
     async def _create_once(self) -> None:
         raw = await self._create_session()
@@ -271,14 +271,14 @@ class _MonitoredSessionBase:
             raise
 
     async def _recover(self, budget: RetryBudget, cause: BaseException) -> None:
-        logger().warning("hookrun: recovering from %r: re-creating the session", cause)
+        logger().warning("recovering from %r: re-creating the session", cause)
         coord_error = self._coord.exception if self._coord is not None else None
         failures = await self._close_current(raise_errors=True)
         for exc in failures:
             if exc is coord_error and self._is_recoverable(exc):
                 continue
             if self._is_recoverable(exc):
-                logger().warning("hookrun: error while closing a failed session: %r", exc)
+                logger().warning("error while closing a failed session: %r", exc)
                 continue
             self._broken = exc
             raise exc
@@ -593,5 +593,5 @@ async def _aclose_logged(raw: object) -> None:
     try:
         await _aclose(raw)
     except Exception as exc:
-        logger().warning("hookrun: error while closing a session: %r", exc, exc_info=exc)
+        logger().warning("error while closing a session: %r", exc, exc_info=exc)
 
