@@ -142,5 +142,8 @@ def _name_event(kind: str, tid: int, name: str) -> dict[str, object]:
 
 
 def _write_text(path: Path, text: str) -> None:
+    """Write atomically: a reader (or a cancelled run) never sees a half-written timeline."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
