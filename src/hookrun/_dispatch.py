@@ -126,10 +126,12 @@ class _Fanout:
             self.scope.cancel()
 
     def worker_done(self, worker: _Worker) -> None:
-        self.active.remove(worker)
-        self.pending -= 1
-        if self.pending == 0 and self.done is not None:
-            self.done.set()
+        """A worker finished (or will never start) its share; idempotent."""
+        if worker in self.active:
+            self.active.remove(worker)
+            self.pending -= 1
+            if self.pending == 0 and self.done is not None:
+                self.done.set()
 
     async def join(self) -> None:
         """Wait for every worker's share; if interrupted, cancel them and still wait (shielded)."""
@@ -139,19 +141,34 @@ class _Fanout:
         try:
             await self.done.wait()
         except BaseException:
-            self.stop()
+            await self.abandon()
+            raise
+
+    async def abandon(self) -> None:
+        """Cancel every worker's share and wait, shielded, for those already running to unwind.
+
+        A worker that has not picked up its job yet never will start a hook of a
+        stopping phase (and a task cancelled before its first step never runs at
+        all), so it is not waited for.
+        """
+        self.stop()
+        for worker in [worker for worker in self.active if not worker.running]:
+            self.worker_done(worker)
+        if self.pending:
+            if self.done is None:
+                self.done = anyio.Event()
             with anyio.CancelScope(shield=True):
                 await self.done.wait()
-            raise
 
 
 class _Worker:
     """A parked task of the pool: one long-lived cancel scope, woken by an event per job."""
 
-    __slots__ = ("job", "scope", "wake")
+    __slots__ = ("job", "running", "scope", "wake")
 
     def __init__(self) -> None:
         self.job: tuple[_Fanout, int] | None = None
+        self.running = False
         self.wake: anyio.Event | None = None
         self.scope = anyio.CancelScope()
 
@@ -170,6 +187,7 @@ class _WorkerPool:
         self.idle: list[_Worker] = []
 
     def submit(self, fan: _Fanout, start: int) -> _Worker:
+        """Give the calls of ``fan`` from ``start`` on to a parked worker, or to a new one."""
         if self.idle:
             worker = self.idle.pop()
             worker.job = (fan, start)
@@ -187,15 +205,24 @@ class _WorkerPool:
                 job, worker.job = worker.job, None
                 assert job is not None
                 fan, start = job
+                worker.running = True
                 try:
                     await self.dispatcher.start_calls(fan, start, worker.scope)
                 finally:
+                    worker.running = False
                     fan.worker_done(worker)
                 if worker.scope.cancel_called:
                     return  # cancelled by a failing phase: retire
                 worker.wake = anyio.Event()
                 self.idle.append(worker)
-                await worker.wake.wait()
+                try:
+                    await worker.wake.wait()
+                except BaseException:
+                    if worker in self.idle:
+                        self.idle.remove(worker)
+                    if worker.job is not None:  # cancelled with a job in hand: give it back
+                        worker.job[0].worker_done(worker)
+                    raise
 
 
 class Dispatcher:
@@ -296,9 +323,7 @@ class Dispatcher:
             fan.spawn(position + 1)
             await self._drive_recorded(fan, position, coro, context, yielded, None)
         except BaseException:
-            fan.stop()
-            with anyio.CancelScope(shield=True):
-                await fan.join()
+            await fan.abandon()
             raise
         await fan.join()
         if fan.errors:
@@ -314,9 +339,7 @@ class Dispatcher:
             if fan.pending == 0 and not fan.suspended:
                 plan.ran_quietly()
         except BaseException:
-            fan.stop()
-            with anyio.CancelScope(shield=True):
-                await fan.join()
+            await fan.abandon()
             raise
         await fan.join()
         if fan.errors:

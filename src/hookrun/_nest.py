@@ -50,8 +50,8 @@ def index(
         names = list(structure)
         children = [index(structure[name], party, keys, positions) for name in names]
         return (_DICT, type(structure), names, children)
-    if isinstance(structure, (list, set, frozenset)):
-        # A list subclass or a set: sets have no order to pack back into.
+    if isinstance(structure, (list, set)):
+        # A list subclass, or a set (unhashable, and with no order to pack back into).
         raise TypeError(
             f"{party} fetches a {type(structure).__name__}; fetch structures are "
             "lists, tuples, namedtuples and dicts of hashable keys"

@@ -184,12 +184,17 @@ class _MonitoredSessionBase:
         """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
         self._state = _CLOSED
         failures: list[BaseException] = []
+        interrupted: BaseException | None = None
         if call_end:
             try:
                 await self._dispatcher.run(self._end, (self._raw,))
             except Exception as exc:
                 failures.append(exc)
-        failures += await self._close_current(raise_errors=call_end)
+            except BaseException as exc:  # cancelled while ending: still close, then propagate
+                interrupted = exc
+        failures += await self._close_current(raise_errors=call_end and interrupted is None)
+        if interrupted is not None:
+            raise interrupted
         if failures and error is None:
             first = failures[0]
             for other in failures[1:]:
@@ -282,6 +287,10 @@ class _MonitoredSessionBase:
                 continue
             self._broken = exc
             raise exc
+        await self._create_again(budget)
+
+    async def _create_again(self, budget: RetryBudget) -> None:
+        """Create the session after the previous one was closed; remember why if it fails."""
         try:
             await self._create(budget)
         except BaseException as exc:
@@ -350,7 +359,7 @@ class _MonitoredSessionBase:
             self._refuse("run()")
         self._busy = True
         try:
-            if self._recovers and self._coord is not None and self._coord.should_stop():
+            if self._recovers and (self._coord is None or self._coord.should_stop()):
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
             try:
                 return await self._step(fetches, feed_dict, options, run_metadata)
@@ -399,6 +408,9 @@ class _MonitoredSessionBase:
                 await self._recover(budget, cause)
                 failed = None
             try:
+                if self._raw is None:  # lost to a failed or cancelled re-creation: try again
+                    budget = budget or self._retry.budget()
+                    await self._create_again(budget)
                 coord = self._coord
                 if coord is not None and coord.should_stop():
                     held = coord.exception

@@ -65,6 +65,18 @@ class StepSession:
     def __repr__(self) -> str:
         return f"StepSession({getattr(self.step_fn, '__qualname__', self.step_fn)!r})"
 
+    def _call_sync(self, feed_dict: Mapping[Any, Any]) -> Any:
+        """Call a plain step function (in a worker thread); it must not return an awaitable."""
+        produced = self.step_fn(feed_dict)
+        if inspect.isawaitable(produced):
+            if inspect.iscoroutine(produced):
+                produced.close()
+            raise TypeError(
+                f"{self!r}: step_fn is a plain function but returned an awaitable; "
+                "declare it with 'async def'"
+            )
+        return produced
+
     async def run(
         self,
         fetches: Sequence[Hashable],
@@ -75,12 +87,7 @@ class StepSession:
         if self._is_async:
             produced = await self.step_fn(feed_dict)
         else:
-            produced = await anyio.to_thread.run_sync(self.step_fn, feed_dict)
-            if inspect.isawaitable(produced):
-                raise TypeError(
-                    f"{self!r}: step_fn returned an awaitable from a plain function; "
-                    "declare it with 'async def'"
-                )
+            produced = await anyio.to_thread.run_sync(self._call_sync, feed_dict)
         if not fetches:
             return []
         if produced is None:

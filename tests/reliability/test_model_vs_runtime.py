@@ -3,6 +3,8 @@ the sequential reference model in ``model.py``; plus the regressions they found.
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -48,20 +50,41 @@ async def test_singular_should_stop_with_recoverable_error_in_coordinator() -> N
 
 
 @pytest.mark.anyio
-async def test_run_after_failed_recovery_names_the_real_problem() -> None:
-    """After re-creating the session failed, run() raises a clear error, not 'in progress'."""
+async def test_run_after_failed_recovery_creates_the_session_again() -> None:
+    """After re-creating the session failed, should_stop() is True and the next run() tries again."""
     creator = ScriptedCreator(
         {"x": 1},
         session_errors={0: {0: AbortedError("preempted")}},
         errors={1: ValueError("cannot create")},
     )
-    with pytest.raises(ValueError, match="cannot create"):
-        async with MonitoredSession(creator, [], retry=NO_WAIT) as sess:
-            with pytest.raises(ValueError, match="cannot create"):
-                await sess.run(["x"])
-            assert sess.should_stop()
-            with pytest.raises(RuntimeError) as info:
-                await sess.run(["x"])
-            assert "in progress" not in str(info.value)
-            assert "requested stop" not in str(info.value)
-            raise ValueError("cannot create")
+    async with MonitoredSession(creator, [], retry=NO_WAIT) as sess:
+        with pytest.raises(ValueError, match="cannot create"):
+            await sess.run(["x"])
+        assert sess.should_stop()
+        assert await sess.run(["x"]) == [1]
+        assert not sess.should_stop()
+    assert creator.attempts == 3
+    assert [s.closed for s in creator.sessions] == [1, 1]
+
+
+@pytest.mark.anyio
+async def test_run_cancelled_during_recovery_leaves_the_session_usable() -> None:
+    """Cancelling run() while the session is being re-created: the next run() re-creates it."""
+    release = anyio.Event()
+
+    class SlowCreator(ScriptedCreator):
+        async def create_session(self) -> Any:
+            if self.attempts == 1:
+                self.attempts += 1
+                await release.wait()
+            return await super().create_session()
+
+    creator = SlowCreator({"x": 1}, session_errors={0: {0: AbortedError("preempted")}})
+    async with MonitoredSession(creator, [], retry=NO_WAIT) as sess:
+        with anyio.move_on_after(0.05) as scope:
+            await sess.run(["x"])
+        assert scope.cancelled_caught
+        release.set()
+        with anyio.fail_after(5):
+            assert await sess.run(["x"]) == [1]
+    assert all(s.closed == 1 for s in creator.sessions)

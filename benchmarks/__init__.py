@@ -1,0 +1,1 @@
+"""hookrun's benchmark suite: ``python -m benchmarks --help``; see ``docs/benchmarks.md``."""

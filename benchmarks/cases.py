@@ -1,0 +1,438 @@
+"""The benchmark cases: hooks, the trivial session, and one sampler per timed loop.
+
+Every sampler builds what it needs, runs ``gc.collect()``, then times ``n`` steps.
+All step cases share the *bare step*: the stop check plus ``await session.run(...)``
+on a :class:`TrivialSession` that returns without suspending. Hookrun cases run
+``if s.should_stop(): break; await s.run()`` inside ``async with MonitoredSession``;
+probes add one primitive (a checkpoint, a task, K inline calls, ...) to the bare
+step, so their overhead over it is that primitive's cost measured in the same
+process: the floors the hookrun figures are compared with.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Coroutine, Hashable, Mapping, Sequence
+from contextvars import copy_context
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from hookrun import (
+    MonitoredSession,
+    RunMetadata,
+    RunOptions,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    SingularMonitoredSession,
+)
+
+from ._harness import Case, Timing, clock, timed
+
+__all__ = [
+    "BASELINE",
+    "HOOK_COUNTS",
+    "KINDS",
+    "concurrency_cases",
+    "step_cases",
+]
+
+#: The numbers of hooks of the main table.
+HOOK_COUNTS = (0, 1, 10, 100)
+#: Hook kinds of the main table: (a) async, no suspension; (b) async, one suspension
+#: per method; (c) plain functions.
+KINDS = ("async", "suspend", "plain")
+#: The baseline every step case is compared with.
+BASELINE = "bare"
+#: The delay each sleeping hook awaits in the concurrency cases.
+SLEEP = 0.01
+
+HookFactory = Callable[[], list[SessionRunHook]]
+
+
+# -- the session --------------------------------------------------------------------------
+
+
+class TrivialSession:
+    """A session whose ``run`` returns at once: the fetched values are the keys themselves."""
+
+    async def run(
+        self,
+        fetches: Sequence[Hashable],
+        feed_dict: Mapping[Hashable, Any],
+        options: RunOptions,
+        run_metadata: RunMetadata,
+    ) -> Sequence[Hashable]:
+        return fetches
+
+
+class TrivialCreator:
+    """Creates a :class:`TrivialSession`."""
+
+    async def create_session(self) -> TrivialSession:
+        return TrivialSession()
+
+
+class _StopFlag:
+    """What the bare loop checks each step (``MonitoredSession.should_stop`` in hooked loops)."""
+
+    __slots__ = ("stop",)
+
+    def __init__(self) -> None:
+        self.stop = False
+
+
+# -- hooks --------------------------------------------------------------------------------
+
+
+class AsyncNoop(SessionRunHook):
+    """(a) async methods that return without suspending."""
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        return None
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        return None
+
+
+class SuspendOnce(SessionRunHook):
+    """(b) async methods that suspend once each (one event-loop round trip)."""
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        await anyio.lowlevel.checkpoint()
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        await anyio.lowlevel.checkpoint()
+
+
+class PlainNoop(SessionRunHook):
+    """(c) plain functions."""
+
+    def before_run(self, run_context: SessionRunContext) -> None:
+        return None
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        return None
+
+
+class AsyncFetch(SessionRunHook):
+    """Asks for 3 keys, two of them shared with its neighbours, and reads them after the run."""
+
+    def __init__(self, i: int) -> None:
+        self.request = SessionRunArgs(fetches=[f"k{i}", f"k{i + 1}", "shared"])
+        self.seen: object = None
+
+    async def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        return self.request
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        _, _, self.seen = run_values.results
+
+
+class PlainFetch(SessionRunHook):
+    """:class:`AsyncFetch` as plain functions."""
+
+    def __init__(self, i: int) -> None:
+        self.request = SessionRunArgs(fetches=[f"k{i}", f"k{i + 1}", "shared"])
+        self.seen: object = None
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        return self.request
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        _, _, self.seen = run_values.results
+
+
+class Sleeper(SessionRunHook):
+    """``before_run`` awaits a ``SLEEP`` seconds delay."""
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        await anyio.sleep(SLEEP)
+
+
+HOOK_CLASSES: dict[str, type[SessionRunHook]] = {
+    "async": AsyncNoop,
+    "suspend": SuspendOnce,
+    "plain": PlainNoop,
+}
+
+
+def hooks_of(kind: str, k: int) -> HookFactory:
+    """A factory of ``k`` fresh hooks of ``kind``."""
+    cls = HOOK_CLASSES[kind]
+    return lambda: [cls() for _ in range(k)]
+
+
+def fetch_hooks(k: int, plain: bool = False) -> HookFactory:
+    """A factory of ``k`` fetching hooks."""
+    cls = PlainFetch if plain else AsyncFetch
+    return lambda: [cls(i) for i in range(k)]
+
+
+def sleeping_hooks(sleepers: int, others: int = 0) -> HookFactory:
+    """``sleepers`` sleeping hooks followed by ``others`` async no-op hooks."""
+    return lambda: [*(Sleeper() for _ in range(sleepers)), *(AsyncNoop() for _ in range(others))]
+
+
+# -- samplers -----------------------------------------------------------------------------
+
+
+def bare_step() -> Callable[[int], Coroutine[Any, Any, Timing]]:
+    """The baseline: a stop check and ``await session.run(...)`` per step."""
+
+    async def sample(n: int) -> Timing:
+        session, flag = TrivialSession(), _StopFlag()
+        keys: list[Hashable] = []
+        feeds: dict[Hashable, Any] = {}
+        options, metadata = RunOptions(), RunMetadata()
+        gc.collect()
+        start = clock()
+        for _ in range(n):
+            if flag.stop:
+                break
+            await session.run(keys, feeds, options, metadata)
+        return timed(start)
+
+    return sample
+
+
+def hooked_step(
+    make_hooks: HookFactory, session_type: type[MonitoredSession | SingularMonitoredSession] = MonitoredSession
+) -> Callable[[int], Coroutine[Any, Any, Timing]]:
+    """``n`` steps of a monitored session with the hooks ``make_hooks()`` makes."""
+    hooks = make_hooks()
+
+    async def sample(n: int) -> Timing:
+        async with session_type(TrivialCreator(), hooks) as session:
+            gc.collect()
+            start = clock()
+            for _ in range(n):
+                if session.should_stop():
+                    break
+                await session.run()
+            elapsed = timed(start)
+        return elapsed
+
+    return sample
+
+
+Probe = Callable[[], Coroutine[Any, Any, None]]
+
+
+def probe_step(make_probe: Callable[[anyio.abc.TaskGroup], Probe]) -> Callable[[int], Coroutine[Any, Any, Timing]]:
+    """The bare step plus ``await probe()``; ``make_probe`` gets a long-lived task group."""
+
+    async def sample(n: int) -> Timing:
+        session, flag = TrivialSession(), _StopFlag()
+        keys: list[Hashable] = []
+        feeds: dict[Hashable, Any] = {}
+        options, metadata = RunOptions(), RunMetadata()
+        async with anyio.create_task_group() as tg:
+            probe = make_probe(tg)
+            gc.collect()
+            start = clock()
+            for _ in range(n):
+                if flag.stop:
+                    break
+                await probe()
+                await session.run(keys, feeds, options, metadata)
+            elapsed = timed(start)
+        return elapsed
+
+    return sample
+
+
+def _checkpoint(tg: anyio.abc.TaskGroup) -> Probe:
+    """One event-loop round trip."""
+    return anyio.lowlevel.checkpoint
+
+
+def _one_task(tg: anyio.abc.TaskGroup) -> Probe:
+    """Start one no-op task on a live task group and wait for it (an ``anyio.Event``)."""
+
+    async def probe() -> None:
+        done = anyio.Event()
+        tg.start_soon(_set, done)
+        await done.wait()
+
+    return probe
+
+
+async def _set(event: anyio.Event) -> None:
+    event.set()
+
+
+def _naive_groups(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
+    """The naive design: per phase, one task group with one task per suspend-once hook."""
+
+    def make(tg: anyio.abc.TaskGroup) -> Probe:
+        hooks = [SuspendOnce() for _ in range(k)]
+        ctx = SessionRunContext(SessionRunArgs(), None)
+        values = SessionRunValues(None, RunOptions(), RunMetadata(), 0)
+
+        async def probe() -> None:
+            async with anyio.create_task_group() as before:
+                for hook in hooks:
+                    before.start_soon(hook.before_run, ctx)
+            async with anyio.create_task_group() as after:
+                for hook in hooks:
+                    after.start_soon(hook.after_run, ctx, values)
+
+        return probe
+
+    return make
+
+
+def _tasks_for_waiters(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
+    """The floor of the in-place design for ``k`` suspend-once hooks: per phase, the
+    first hook awaited in the calling task and ``k - 1`` started as tasks on the
+    live task group, joined with one ``anyio.Event`` (no bookkeeping at all)."""
+
+    def make(tg: anyio.abc.TaskGroup) -> Probe:
+        hooks = [SuspendOnce() for _ in range(k)]
+        ctx = SessionRunContext(SessionRunArgs(), None)
+        values = SessionRunValues(None, RunOptions(), RunMetadata(), 0)
+        state = {"pending": 0}
+
+        async def child(coro: Coroutine[Any, Any, None], done: anyio.Event) -> None:
+            await coro
+            state["pending"] -= 1
+            if state["pending"] == 0:
+                done.set()
+
+        async def phase(coros: list[Coroutine[Any, Any, None]]) -> None:
+            done = anyio.Event()
+            state["pending"] = len(coros) - 1
+            for coro in coros[1:]:
+                tg.start_soon(child, coro, done)
+            await coros[0]
+            if state["pending"]:
+                await done.wait()
+
+        async def probe() -> None:
+            await phase([hook.before_run(ctx) for hook in hooks])
+            await phase([hook.after_run(ctx, values) for hook in hooks])
+
+        return probe
+
+    return make
+
+
+def _sync_calls(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
+    """Call ``before_run`` and ``after_run`` of ``k`` plain hooks inline."""
+
+    def make(tg: anyio.abc.TaskGroup) -> Probe:
+        hooks = [PlainNoop() for _ in range(k)]
+        ctx = SessionRunContext(SessionRunArgs(), None)
+        values = SessionRunValues(None, RunOptions(), RunMetadata(), 0)
+
+        async def probe() -> None:
+            for hook in hooks:
+                hook.before_run(ctx)
+            for hook in hooks:
+                hook.after_run(ctx, values)
+
+        return probe
+
+    return make
+
+
+def _seq_await(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
+    """Await ``before_run`` and ``after_run`` of ``k`` async no-op hooks one after another."""
+
+    def make(tg: anyio.abc.TaskGroup) -> Probe:
+        hooks = [AsyncNoop() for _ in range(k)]
+        ctx = SessionRunContext(SessionRunArgs(), None)
+        values = SessionRunValues(None, RunOptions(), RunMetadata(), 0)
+
+        async def probe() -> None:
+            for hook in hooks:
+                await hook.before_run(ctx)
+            for hook in hooks:
+                await hook.after_run(ctx, values)
+
+        return probe
+
+    return make
+
+
+def _ctx_send(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
+    """Start ``2k`` async no-op hook coroutines in place, each in a copied context:
+    ``copy_context().run(coro.send, None)`` until ``StopIteration`` (the eager design's floor)."""
+
+    def make(tg: anyio.abc.TaskGroup) -> Probe:
+        hooks = [AsyncNoop() for _ in range(k)]
+        ctx = SessionRunContext(SessionRunArgs(), None)
+        values = SessionRunValues(None, RunOptions(), RunMetadata(), 0)
+
+        async def probe() -> None:
+            for hook in hooks:
+                coro = hook.before_run(ctx)
+                try:
+                    copy_context().run(coro.send, None)
+                except StopIteration:
+                    continue
+            for hook in hooks:
+                coro = hook.after_run(ctx, values)
+                try:
+                    copy_context().run(coro.send, None)
+                except StopIteration:
+                    continue
+
+        return probe
+
+    return make
+
+
+def _sleep(tg: anyio.abc.TaskGroup) -> Probe:
+    """One ``anyio.sleep(SLEEP)``: the concurrency floor."""
+
+    async def probe() -> None:
+        await anyio.sleep(SLEEP)
+
+    return probe
+
+
+# -- case lists ---------------------------------------------------------------------------
+
+
+def hooked_name(kind: str, k: int) -> str:
+    return f"{kind}_{k}"
+
+
+def step_cases() -> list[Case]:
+    """Every µs-scale case of one backend; all are compared with ``BASELINE``."""
+    cases = [Case(BASELINE, bare_step())]
+    for kind in KINDS:
+        for k in HOOK_COUNTS:
+            cases.append(Case(hooked_name(kind, k), hooked_step(hooks_of(kind, k))))
+    cases += [
+        Case("fetch_async_10", hooked_step(fetch_hooks(10))),
+        Case("fetch_plain_10", hooked_step(fetch_hooks(10, plain=True))),
+        Case("singular_async_0", hooked_step(hooks_of("async", 0), SingularMonitoredSession)),
+        Case("singular_async_10", hooked_step(hooks_of("async", 10), SingularMonitoredSession)),
+        Case("probe_checkpoint", probe_step(_checkpoint)),
+        Case("probe_task", probe_step(_one_task)),
+        Case("probe_naive_tg_suspend_10", probe_step(_naive_groups(10))),
+        Case("probe_floor_suspend_10", probe_step(_tasks_for_waiters(10))),
+    ]
+    for k in (10, 100):
+        cases += [
+            Case(f"probe_sync_calls_{k}", probe_step(_sync_calls(k))),
+            Case(f"probe_seq_await_{k}", probe_step(_seq_await(k))),
+            Case(f"probe_ctx_send_{k}", probe_step(_ctx_send(k))),
+        ]
+    return cases
+
+
+def concurrency_cases(steps: int) -> list[Case]:
+    """Hooks that sleep ``SLEEP`` seconds, and the single-sleep floor (fixed step counts)."""
+    return [
+        Case("floor_single_sleep", probe_step(_sleep), n=steps),
+        Case("sleep_10", hooked_step(sleeping_hooks(10)), n=steps),
+        Case("mixed_1_sleep_9_noop", hooked_step(sleeping_hooks(1, 9)), n=steps),
+        Case("sleep_100", hooked_step(sleeping_hooks(100)), n=steps),
+    ]
