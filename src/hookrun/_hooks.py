@@ -121,14 +121,28 @@ class RunMetadata:
 
     With ``RunOptions(trace=True)`` the runtime appends a :class:`TimingRecord`
     to ``timings`` for every hook call and for the session's run. Sessions may
-    store anything they like in ``data``.
+    store anything they like in ``data``. Both are created on first use.
     """
 
-    __slots__ = ("data", "timings")
+    __slots__ = ("_data", "_timings")
 
     def __init__(self) -> None:
-        self.timings: list[TimingRecord] = []
-        self.data: dict[str, object] = {}
+        self._timings: list[TimingRecord] | None = None
+        self._data: dict[str, object] | None = None
+
+    @property
+    def timings(self) -> list[TimingRecord]:
+        """The traced intervals of the step."""
+        if self._timings is None:
+            self._timings = []
+        return self._timings
+
+    @property
+    def data(self) -> dict[str, object]:
+        """Anything a session or hook wants to pass along with the step."""
+        if self._data is None:
+            self._data = {}
+        return self._data
 
     def __repr__(self) -> str:
         return f"RunMetadata(timings={len(self.timings)} records, data={self.data!r})"

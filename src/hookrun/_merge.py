@@ -104,7 +104,7 @@ def merge_requests(
     for call, request in zip(calls, requests, strict=True):
         if request is None:
             continue
-        party = f"hook {call.name}"
+        party = call.party
         if type(request) is not SessionRunArgs:
             raise TypeError(
                 f"{party}: before_run returned {type(request).__name__}; expected None or hookrun.SessionRunArgs"

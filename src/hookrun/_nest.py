@@ -38,8 +38,9 @@ def index(
         return None
     if kind is list:
         assert isinstance(structure, list)
-        if all(type(item) is str for item in structure):
-            return (_FLAT_LIST, [_position(item, keys, positions) for item in structure])
+        flat = _index_flat(structure, keys, positions)
+        if flat is not None:
+            return (_FLAT_LIST, flat)
         return (_LIST, [index(item, party, keys, positions) for item in structure])
     if isinstance(structure, tuple):
         children = [index(item, party, keys, positions) for item in structure]
@@ -64,6 +65,27 @@ def index(
             f"{type(structure).__name__}: fetch keys must be hashable"
         ) from None
     return _position(structure, keys, positions)
+
+
+def _index_flat(
+    structure: list[Any], keys: list[Hashable], positions: dict[Hashable, int]
+) -> list[int] | None:
+    """The positions of a list of string keys (the common case), or None if it is not one.
+
+    Keys are registered only once the whole list is known to be flat.
+    """
+    for item in structure:
+        if type(item) is not str:
+            return None
+    out = []
+    get = positions.get
+    for item in structure:
+        found = get(item)
+        if found is None:
+            found = positions[item] = len(keys)
+            keys.append(item)
+        out.append(found)
+    return out
 
 
 def _position(key: Hashable, keys: list[Hashable], positions: dict[Hashable, int]) -> int:

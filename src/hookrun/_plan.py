@@ -48,12 +48,13 @@ def is_async_callable(fn: object) -> bool:
 class Call:
     """One hook method of one phase: the hook's position, name, function and kind."""
 
-    __slots__ = ("fn", "hook", "index", "is_async", "name", "phase")
+    __slots__ = ("fn", "hook", "index", "is_async", "name", "party", "phase")
 
     def __init__(self, index: int, hook: object, phase: str, fn: Callable[..., Any]) -> None:
         self.index = index
         self.hook = hook
         self.name = hook_name(hook)
+        self.party = f"hook {self.name}"  # how errors about its requests name it
         self.phase = phase
         self.fn = fn
         self.is_async = is_async_callable(fn)

@@ -495,7 +495,7 @@ class _MonitoredSessionBase:
         keys: list[Hashable] = []
         positions: dict[Hashable, int] = {}
         shape = None if fetches is None else _nest.index(fetches, "the caller", keys, positions)
-        shapes: dict[int, Any] | None = None
+        shapes: dict[int, Any] | None = None  # hook index -> shape of what it fetched
         feeds = feed_dict
         before = self._before
         if before.calls:
