@@ -489,3 +489,42 @@ async def test_close_stops_and_joins_background_tasks_after_an_error() -> None:
             await sess.run("a")
     assert stopped == ["watcher saw stop"]
     assert coord.should_stop() and coord.joined
+
+
+class Changing(SessionRunHook):
+    """Returns whatever ``request`` currently is, and records what it got back."""
+
+    def __init__(self) -> None:
+        self.request: SessionRunArgs | None = None
+        self.got: list[Any] = []
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        return self.request
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        self.got.append(run_values.results)
+
+
+async def test_fetch_layout_follows_requests_that_change() -> None:
+    """Reusing the last step's fetch layout never serves a stale one: mutation in place,
+    a different structure, an equal tuple for a list, a namedtuple, or no request at all."""
+    hook = Changing()
+    wanted = ["a", "b"]
+    async with MonitoredSession(creator(), [hook]) as sess:
+        hook.request = SessionRunArgs(wanted)
+        assert await sess.run("c") == 3
+        wanted.append("loss")  # the same list object, mutated in place
+        await sess.run("c")
+        hook.request = SessionRunArgs(("a", "b"))  # equal items, another container type
+        await sess.run("c")
+        hook.request = SessionRunArgs(Pair("a", "b"))
+        await sess.run("c")
+        hook.request = None
+        await sess.run("c")
+        hook.request = SessionRunArgs({"x": "c"})
+        caller = ["a"]
+        assert await sess.run(caller) == [1]
+        caller[0] = "b"  # the caller's structure mutated in place
+        assert await sess.run(caller) == [2]
+    assert hook.got == [[1, 2], [1, 2, 0.5], (1, 2), Pair(1, 2), None, {"x": 3}, {"x": 3}]
+    assert type(hook.got[3]) is Pair

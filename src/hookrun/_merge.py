@@ -19,7 +19,14 @@ from ._hooks import RunOptions, SessionRunArgs
 if TYPE_CHECKING:
     from ._plan import Call
 
-__all__ = ["DEFAULT_OPTIONS", "check_options", "merge_feeds", "merge_options", "merge_requests"]
+__all__ = [
+    "DEFAULT_OPTIONS",
+    "FetchLayout",
+    "check_options",
+    "merge_feeds",
+    "merge_feeds_and_options",
+    "merge_options",
+]
 
 DEFAULT_OPTIONS = RunOptions()
 
@@ -89,32 +96,84 @@ def merge_options(parties: Sequence[tuple[str, RunOptions]]) -> RunOptions:
     return RunOptions(timeout=timeout, trace=trace, tags=tags)
 
 
-def merge_requests(
+class FetchLayout:
+    """The fetch layout of one step: the unique keys, and each party's shape over them.
+
+    A step asks for the same things as the previous one far more often than not, so
+    the session keeps the last layout and reuses it while the caller and every hook
+    ask for the same fetch structure *object*, still equal to a snapshot taken when the
+    layout was made (so a structure mutated in place is noticed).
+    """
+
+    __slots__ = ("caller", "caller_shape", "caller_snapshot", "fetches", "keys", "shapes", "snapshots")
+
+    def __init__(
+        self,
+        fetches: object,
+        calls: Sequence[Call],
+        requests: Sequence[Any],
+    ) -> None:
+        keys: list[Hashable] = []
+        positions: dict[Hashable, int] = {}
+        self.caller = fetches
+        self.caller_snapshot = _nest.snapshot(fetches)
+        self.caller_shape = None if fetches is None else _nest.index(fetches, "the caller", keys, positions)
+        self.shapes: dict[int, Any] = {}
+        self.fetches: list[object] = []
+        self.snapshots: list[object] = []
+        for call, request in zip(calls, requests, strict=True):
+            wanted = None if request is None else _checked(call, request).fetches
+            self.fetches.append(wanted)
+            self.snapshots.append(_nest.snapshot(wanted))
+            if wanted is not None:
+                self.shapes[call.index] = _nest.index(wanted, call.party, keys, positions)
+        self.keys = tuple(keys)
+
+    def fits(self, fetches: object, requests: Sequence[Any]) -> bool:
+        """Whether this step asks for exactly what the layout was made for."""
+        try:
+            return self._fits(fetches, requests)
+        except Exception:  # a key whose == does not answer a plain bool: just rebuild
+            return False
+
+    def _fits(self, fetches: object, requests: Sequence[Any]) -> bool:
+        if fetches is not self.caller or (fetches is not None and fetches != self.caller_snapshot):
+            return False
+        for request, wanted, snapshot in zip(requests, self.fetches, self.snapshots, strict=True):
+            if request is None:
+                if wanted is not None:
+                    return False
+            elif type(request) is not SessionRunArgs or request.fetches is not wanted or (
+                wanted is not None and wanted != snapshot
+            ):
+                return False
+        return True
+
+
+def _checked(call: Call, request: object) -> SessionRunArgs:
+    if type(request) is not SessionRunArgs:
+        raise TypeError(
+            f"{call.party}: before_run returned {type(request).__name__}; expected None or hookrun.SessionRunArgs"
+        )
+    return request
+
+
+def merge_feeds_and_options(
     calls: Sequence[Call],
     requests: Sequence[Any],
-    keys: list[Hashable],
-    positions: dict[Hashable, int],
     feed_dict: Mapping[Any, Any] | None,
     caller_options: RunOptions,
-) -> tuple[dict[int, Any], Mapping[Any, Any] | None, RunOptions]:
-    """Fold the hooks' requests (in list order) into the step's fetches, feeds and options."""
-    shapes: dict[int, Any] = {}
+) -> tuple[Mapping[Any, Any] | None, RunOptions]:
+    """Fold the hooks' feeds and options (in list order) into the caller's."""
     hook_feeds: list[tuple[str, Mapping[Any, Any]]] = []
     hook_options: list[tuple[str, RunOptions]] = []
     for call, request in zip(calls, requests, strict=True):
-        if request is None:
+        if request is None or (not request.feed_dict and request.options is None):
             continue
-        party = call.party
-        if type(request) is not SessionRunArgs:
-            raise TypeError(
-                f"{party}: before_run returned {type(request).__name__}; expected None or hookrun.SessionRunArgs"
-            )
-        if request.fetches is not None:
-            shapes[call.index] = _nest.index(request.fetches, party, keys, positions)
         if request.feed_dict:
-            hook_feeds.append((party, request.feed_dict))
+            hook_feeds.append((call.party, request.feed_dict))
         if request.options is not None:
-            hook_options.append((party, check_options(request.options, party)))
+            hook_options.append((call.party, check_options(request.options, call.party)))
     feeds = merge_feeds(hook_feeds, feed_dict) if hook_feeds else feed_dict
     merged = merge_options([("the caller", caller_options), *hook_options]) if hook_options else caller_options
-    return shapes, feeds, merged
+    return feeds, merged

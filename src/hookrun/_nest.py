@@ -17,9 +17,10 @@ with every leaf replaced by its value, containers keeping their type.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
-__all__ = ["flatten", "index", "pack", "unflatten"]
+__all__ = ["flatten", "index", "pack", "snapshot", "unflatten"]
 
 # Container tags of a shape.
 _LIST, _FLAT_LIST, _TUPLE, _NAMEDTUPLE, _DICT = range(5)
@@ -40,7 +41,9 @@ def index(
         assert isinstance(structure, list)
         flat = _index_flat(structure, keys, positions)
         if flat is not None:
-            return (_FLAT_LIST, flat)
+            if len(flat) < 2:  # itemgetter of one index returns the item, not a 1-tuple
+                return (_LIST, flat)
+            return (_FLAT_LIST, itemgetter(*flat))
         return (_LIST, [index(item, party, keys, positions) for item in structure])
     if isinstance(structure, tuple):
         children = [index(item, party, keys, positions) for item in structure]
@@ -104,7 +107,7 @@ def pack(shape: Shape, values: Sequence[object]) -> Any:
         return None
     tag = shape[0]
     if tag == _FLAT_LIST:
-        return [values[i] for i in shape[1]]
+        return list(shape[1](values))
     if tag == _LIST:
         return [pack(child, values) for child in shape[1]]
     if tag == _TUPLE:
@@ -119,6 +122,20 @@ def pack(shape: Shape, values: Sequence[object]) -> Any:
         return kind(items)
     except TypeError:  # a mapping type that cannot be built from pairs
         return dict(items)
+
+
+def snapshot(structure: object) -> object:
+    """A copy of the containers of ``structure`` (leaves shared), to detect later mutation."""
+    kind = type(structure)
+    if kind is list:
+        assert isinstance(structure, list)
+        return [snapshot(item) for item in structure]
+    if kind is dict:
+        assert isinstance(structure, dict)
+        return {key: snapshot(value) for key, value in structure.items()}
+    if isinstance(structure, tuple):
+        return structure if hasattr(structure, "_fields") else tuple(snapshot(item) for item in structure)
+    return structure
 
 
 def flatten(structure: object, party: str = "caller") -> list[Hashable]:

@@ -40,7 +40,7 @@ from ._hooks import (
     TimingRecord,
 )
 from ._log import logger
-from ._merge import DEFAULT_OPTIONS, check_options, merge_requests
+from ._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
 from ._plan import hook_name
 from ._recovery import RetryBudget, RetryPolicy
 from ._sessions import check_values
@@ -123,6 +123,7 @@ class _MonitoredSessionBase:
         self._hooked = bool(self._before.calls or self._after.calls)
         self._step = self._run_hooked if self._hooked else self._run_bare
         #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
+        self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
         self._state = _NEW
         self._busy = False
@@ -442,7 +443,7 @@ class _MonitoredSessionBase:
         return None if shape is None else _nest.pack(shape, values)
 
     async def _session_run(
-        self, keys: list[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
+        self, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
     ) -> Sequence[Any]:
         raw = self._raw
         if options is DEFAULT_OPTIONS:
@@ -454,7 +455,7 @@ class _MonitoredSessionBase:
         return values  # type: ignore[no-any-return]
 
     async def _session_run_with_options(
-        self, raw: Any, keys: list[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
+        self, raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
     ) -> Any:
         start = anyio.current_time() if options.trace else 0.0
         try:
@@ -492,21 +493,29 @@ class _MonitoredSessionBase:
         speculative = trace is None and self._time_before_run
         if speculative:
             trace = metadata.timings
-        keys: list[Hashable] = []
-        positions: dict[Hashable, int] = {}
-        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, positions)
         shapes: dict[int, Any] | None = None  # hook index -> shape of what it fetched
         feeds = feed_dict
         before = self._before
+        requests: Sequence[Any] = ()
         if before.calls:
             if before.n_async or trace is not None:
                 requests = await self._dispatcher.run(before, (ctx,), trace)
             else:
                 requests = run_inline(before, (ctx,))
-            if requests.count(None) != len(requests):
-                shapes, feeds, merged = merge_requests(before.calls, requests, keys, positions, feed_dict, merged)
+        if requests and requests.count(None) != len(requests):
+            layout = self._layout
+            if layout is None or not layout.fits(fetches, requests):
+                layout = self._layout = FetchLayout(fetches, before.calls, requests)
+            keys: Sequence[Hashable] = layout.keys
+            shape, shapes = layout.caller_shape, layout.shapes or None
+            feeds, merged = merge_feeds_and_options(before.calls, requests, feed_dict, merged)
             if speculative and not merged.trace:
                 del metadata.timings[:]  # timed in case a hook asked for a trace; none did
+        else:
+            if speculative:
+                del metadata.timings[:]
+            keys = []
+            shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
         values = await self._session_run(keys, feeds or _NO_FEEDS, merged, metadata)
         after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
         after = self._after
