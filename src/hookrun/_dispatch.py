@@ -48,7 +48,7 @@ from ._hooks import SessionRunArgs, TimingRecord
 from ._log import logger
 from ._plan import Call, PhasePlan, hook_name, plan_hooks
 
-__all__ = ["Dispatcher", "raise_first", "run_inline"]
+__all__ = ["Dispatcher", "raise_first"]
 
 
 @types.coroutine
@@ -268,24 +268,50 @@ class Dispatcher:
         args: Sequence[tuple[Any, ...]] | tuple[Any, ...],
         trace: list[TimingRecord] | None = None,
     ) -> list[Any]:
-        """Run every call of ``plan``; return their results in list order.
+        """Run every call of ``plan``; return their results in list order."""
+        started = self.start(plan, args, trace)
+        return started if isinstance(started, list) else await started
 
-        ``args`` is one tuple of arguments shared by every call, or a list with one
-        tuple per call. The fast path is inline here: sync calls are made, async
-        ones started in place; the first suspension hands over to the slow path
-        (drive in place, fan out).
+    def start(
+        self,
+        plan: PhasePlan,
+        args: Sequence[tuple[Any, ...]] | tuple[Any, ...],
+        trace: list[TimingRecord] | None = None,
+    ) -> list[Any] | Coroutine[Any, Any, list[Any]]:
+        """Start every call of ``plan``: their results in list order if none suspended, else a
+        coroutine that finishes the phase, which the caller must await at once.
+
+        ``args`` is one tuple of arguments shared by every call, or one tuple per call.
+        Sync calls are made and async ones started in place, here, without a coroutine
+        frame of the dispatcher's own; the first suspension hands over to the slow path.
         """
+        if trace is None:
+            if plan.n_async == 0:
+                return _call_all(plan, args)
+            single = plan.single
+            if single is not None:
+                context = copy_context()
+                coro = single(*args) if type(args) is tuple else single(*args[0])
+                try:
+                    yielded = context.run(coro.send, None)
+                except StopIteration as stop:
+                    return [stop.value]
+                return self._finish_single(plan, [], [], 0, coro, context, yielded)
         if type(args) is tuple:
             args = [args] * len(plan.calls)
         if trace is not None:
-            return await self._run_traced(plan, args, trace)
+            return self._run_traced(plan, args, trace)
         if plan.scoped and plan.n_async > 1:
-            return await self._run_many(plan, args)
-        results: list[Any] = []
+            return self._run_many(plan, args)
+        return self._start_from(plan, args, [], 0)
+
+    def _start_from(
+        self, plan: PhasePlan, args: Sequence[tuple[Any, ...]], results: list[Any], first: int
+    ) -> list[Any] | Coroutine[Any, Any, list[Any]]:
         append = results.append
-        position = -1
-        for fn, is_async in plan.fns:
-            position += 1
+        fns = plan.fns
+        for position in range(first, len(fns)):
+            fn, is_async = fns[position]
             if is_async:
                 context = copy_context()
                 coro = fn(*args[position])
@@ -295,15 +321,30 @@ class Dispatcher:
                     append(stop.value)
                     continue
                 if plan.n_async == 1:  # no sibling to run beside it or to be cancelled by
-                    append(await _drive(coro, context, yielded))
-                    continue
-                results += [None] * (len(plan.fns) - position)
-                return await self._after_first_suspension(plan, args, results, position, coro, context, yielded)
+                    return self._finish_single(plan, args, results, position, coro, context, yielded)
+                results += [None] * (len(fns) - position)
+                return self._after_first_suspension(plan, args, results, position, coro, context, yielded)
             result = fn(*args[position])
             if result is not None and type(result) is not SessionRunArgs:
                 _check_sync_result(plan.calls[position], result)
             append(result)
         return results
+
+    async def _finish_single(
+        self,
+        plan: PhasePlan,
+        args: Sequence[tuple[Any, ...]],
+        results: list[Any],
+        position: int,
+        coro: Coroutine[Any, Any, Any],
+        context: Any,
+        yielded: Any,
+    ) -> list[Any]:
+        """The phase's only async hook suspended: drive it here, then make the sync calls after it."""
+        results.append(await _drive(coro, context, yielded))
+        rest = self._start_from(plan, args, results, position + 1)
+        assert type(rest) is list  # only sync calls are left
+        return rest
 
     async def _after_first_suspension(
         self,
@@ -422,11 +463,8 @@ class _TracedCall(Call):
         self.name = call.name
 
 
-def run_inline(plan: PhasePlan, args: Sequence[tuple[Any, ...]] | tuple[Any, ...]) -> list[Any]:
-    """A phase of plain-function hooks only: call each inline, in list order.
-
-    ``args`` is one tuple shared by every call, or one tuple per call.
-    """
+def _call_all(plan: PhasePlan, args: Sequence[tuple[Any, ...]] | tuple[Any, ...]) -> list[Any]:
+    """A phase of plain-function hooks only: call each inline, in list order."""
     results = []
     shared = type(args) is tuple
     position = -1

@@ -75,7 +75,7 @@ class PhasePlan:
     always scoped.
     """
 
-    __slots__ = ("calls", "can_unscope", "fns", "n_async", "phase", "quiet", "scoped")
+    __slots__ = ("calls", "can_unscope", "fns", "n_async", "phase", "quiet", "scoped", "single")
 
     def __init__(self, phase: str, calls: Sequence[Call]) -> None:
         self.phase = phase
@@ -89,6 +89,8 @@ class PhasePlan:
     def refresh(self) -> None:
         """Recompute the fast path's ``(function, is_async)`` pairs after wrapping calls."""
         self.fns = tuple((call.fn, call.is_async) for call in self.calls)
+        #: The function of the phase's only call, when that call is async (the K=1 fast path).
+        self.single = self.calls[0].fn if len(self.calls) == 1 and self.calls[0].is_async else None
 
     def suspended(self) -> None:
         """A hook of this phase suspended: scope the phase again."""

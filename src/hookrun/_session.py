@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 from . import _nest
 from ._coordinator import Coordinator
-from ._dispatch import Dispatcher, run_inline
+from ._dispatch import Dispatcher
 from ._errors import (
     CLEAN_STOP_TYPES,
     RECOVERABLE_TYPES,
@@ -498,10 +498,8 @@ class _MonitoredSessionBase:
         before = self._before
         requests: Sequence[Any] = ()
         if before.calls:
-            if before.n_async or trace is not None:
-                requests = await self._dispatcher.run(before, (ctx,), trace)
-            else:
-                requests = run_inline(before, (ctx,))
+            started = self._dispatcher.start(before, (ctx,), trace)
+            requests = started if isinstance(started, list) else await started
         if requests and requests.count(None) != len(requests):
             layout = self._layout
             if layout is None or not layout.fits(fetches, requests):
@@ -531,10 +529,9 @@ class _MonitoredSessionBase:
                     ))
                     for call in after.calls
                 ]
-            if after.n_async or merged.trace:
-                await self._dispatcher.run(after, args, metadata.timings if merged.trace else None)
-            else:
-                run_inline(after, args)
+            finishing = self._dispatcher.start(after, args, metadata.timings if merged.trace else None)
+            if not isinstance(finishing, list):
+                await finishing
         return None if shape is None else _nest.pack(shape, values)
 
 
