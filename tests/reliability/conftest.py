@@ -1,6 +1,6 @@
 """Hypothesis profiles for the reliability suite.
 
-``ci`` (the default) is bounded so the whole folder runs in a few minutes on two
+The profiles are registered in ``tests/conftest.py``. ``ci`` (the default) is bounded so the whole folder runs in a few minutes on two
 cores while still running thousands of generated scenarios across both
 backends; ``long`` (``--hypothesis-profile=long``, or ``HYPOTHESIS_PROFILE=long``)
 runs many more. Every profile has ``deadline=None``: a scenario's wall time
@@ -12,20 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
-
-_SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-
-settings.register_profile(
-    "ci", max_examples=300, deadline=None, suppress_health_check=_SUPPRESS, derandomize=False
-)
-settings.register_profile(
-    "long", max_examples=5_000, deadline=None, suppress_health_check=_SUPPRESS
-)
-settings.register_profile(
-    "dev", max_examples=30, deadline=None, suppress_health_check=_SUPPRESS
-)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+from hypothesis import settings
 
 
 def pytest_configure(config: pytest.Config) -> None:
