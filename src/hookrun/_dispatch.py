@@ -144,6 +144,13 @@ class _Fanout:
             await self.abandon()
             raise
 
+    async def outcome(self) -> list[Any]:
+        """Wait for every worker's share, then the results, or the earliest hook's error."""
+        await self.join()
+        if self.errors:
+            raise_first(self.errors, self.plan.phase, [call.name for call in self.calls])
+        return self.results
+
     async def abandon(self) -> None:
         """Cancel every worker's share and wait, shielded, for those already running to unwind.
 
@@ -366,10 +373,7 @@ class Dispatcher:
         except BaseException:
             await fan.abandon()
             raise
-        await fan.join()
-        if fan.errors:
-            raise_first(fan.errors, plan.phase, [call.name for call in plan.calls])
-        return fan.results
+        return await fan.outcome()
 
     async def _run_many(self, plan: PhasePlan, args: Sequence[tuple[Any, ...]]) -> list[Any]:
         """A scoped phase: every call runs under one cancel scope (children under their own)."""
@@ -382,10 +386,7 @@ class Dispatcher:
         except BaseException:
             await fan.abandon()
             raise
-        await fan.join()
-        if fan.errors:
-            raise_first(fan.errors, plan.phase, [call.name for call in plan.calls])
-        return fan.results
+        return await fan.outcome()
 
     async def start_calls(self, fan: _Fanout, start: int, own_scope: anyio.CancelScope | None) -> None:
         """Start calls from ``start`` in place; drive the first that suspends, fan out the rest."""
