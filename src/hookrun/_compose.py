@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from ._hooks import HOOK_METHODS, SessionRunArgs, SessionRunContext, SessionRunValues
-from ._merge import DEFAULT_OPTIONS, check_options, merge_feeds, merge_options
+from ._merge import check_options, merge_feeds, merge_options
 from ._plan import Call, hook_name, plan_hooks
 
 __all__ = ["in_thread", "sequential"]
@@ -109,7 +109,7 @@ class _SequentialHook:
         for call in self._calls["after_run"]:
             mine = results[call.index] if results is not None else None
             values = SessionRunValues(
-                mine, run_values.options or DEFAULT_OPTIONS, run_values.run_metadata, run_values.global_step
+                mine, run_values.options, run_values.run_metadata, run_values.global_step
             )
             await _call(call, (run_context, values))
 

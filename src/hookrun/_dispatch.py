@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 from ._errors import HookTimeoutError
 from ._hooks import SessionRunArgs, TimingRecord
 from ._log import logger
-from ._plan import Call, PhasePlan, hook_name, plan_hooks
+from ._plan import Call, PhasePlan, plan_hooks
 
 __all__ = ["Dispatcher", "raise_first"]
 
@@ -84,8 +84,8 @@ class _Fanout:
     """One run of a phase with several async hooks: results, errors, the workers engaged."""
 
     __slots__ = (
-        "active", "args", "calls", "dispatcher", "done", "errors", "pending", "plan", "results",
-        "scope", "stopping", "suspended",
+        "active", "args", "calls", "dispatcher", "done", "errors", "plan", "results", "scope",
+        "stopping", "suspended",
     )
 
     def __init__(
@@ -98,8 +98,8 @@ class _Fanout:
         self.results = results
         self.errors: list[tuple[int, BaseException]] = []
         self.scope: anyio.CancelScope | None = None
+        #: The workers running (or about to run) a share of this phase.
         self.active: list[_Worker] = []
-        self.pending = 0
         self.done: anyio.Event | None = None
         self.stopping = False
         self.suspended = False
@@ -108,8 +108,13 @@ class _Fanout:
         """Hand the calls from ``start`` on to a worker task."""
         if start >= len(self.calls) or self.stopping:
             return
-        self.pending += 1
         self.active.append(self.dispatcher.pool().submit(self, start))
+
+    def mark_suspended(self) -> None:
+        """A hook of this run suspended: the phase will run scoped next time."""
+        if not self.suspended:
+            self.suspended = True
+            self.plan.suspended()
 
     def fail(self, position: int, exc: BaseException) -> None:
         """Record a hook's error and cancel every other call of the phase."""
@@ -129,13 +134,12 @@ class _Fanout:
         """A worker finished (or will never start) its share; idempotent."""
         if worker in self.active:
             self.active.remove(worker)
-            self.pending -= 1
-            if self.pending == 0 and self.done is not None:
+            if not self.active and self.done is not None:
                 self.done.set()
 
     async def join(self) -> None:
         """Wait for every worker's share; if interrupted, cancel them and still wait (shielded)."""
-        if self.pending == 0:
+        if not self.active:
             return
         self.done = anyio.Event()
         try:
@@ -161,7 +165,7 @@ class _Fanout:
         self.stop()
         for worker in [worker for worker in self.active if not worker.running]:
             self.worker_done(worker)
-        if self.pending:
+        if self.active:
             if self.done is None:
                 self.done = anyio.Event()
             with anyio.CancelScope(shield=True):
@@ -242,9 +246,7 @@ class Dispatcher:
         hook_timeout: float | None = None,
         task_group: Callable[[], TaskGroup] | None = None,
     ) -> None:
-        self.hooks = tuple(hooks)
-        self.plans = plan_hooks(self.hooks)
-        self.names = [hook_name(hook) for hook in self.hooks]
+        self.plans = plan_hooks(tuple(hooks))
         self.hook_timeout = hook_timeout
         self._task_group = task_group
         self._pool: _WorkerPool | None = None
@@ -365,8 +367,7 @@ class Dispatcher:
     ) -> list[Any]:
         """An unscoped phase found a hook that waits: drive it here, start the rest in a child."""
         fan = _Fanout(self, plan, args, results)
-        fan.suspended = True
-        plan.suspended()
+        fan.mark_suspended()
         try:
             fan.spawn(position + 1)
             await self._drive_recorded(fan, position, coro, context, yielded, None)
@@ -381,7 +382,7 @@ class Dispatcher:
         try:
             with anyio.CancelScope() as fan.scope:
                 await self.start_calls(fan, 0, fan.scope)
-            if fan.pending == 0 and not fan.suspended:
+            if not fan.active and not fan.suspended:
                 plan.ran_quietly()
         except BaseException:
             await fan.abandon()
@@ -411,9 +412,7 @@ class Dispatcher:
             except Exception as exc:
                 fan.fail(position, exc)
                 return
-            if not fan.suspended:
-                fan.suspended = True
-                fan.plan.suspended()
+            fan.mark_suspended()
             fan.spawn(position + 1)
             await self._drive_recorded(fan, position, coro, context, yielded, own_scope)
             return

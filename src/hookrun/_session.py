@@ -122,8 +122,8 @@ class _MonitoredSessionBase:
         self._before, self._after, self._end = plans["before_run"], plans["after_run"], plans["end"]
         self._hooked = bool(self._before.calls or self._after.calls)
         self._step = self._run_hooked if self._hooked else self._run_bare
-        #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
         self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
+        #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
         self._state = _NEW
         self._busy = False
@@ -507,13 +507,11 @@ class _MonitoredSessionBase:
             keys: Sequence[Hashable] = layout.keys
             shape, shapes = layout.caller_shape, layout.shapes or None
             feeds, merged = merge_feeds_and_options(before.calls, requests, feed_dict, merged)
-            if speculative and not merged.trace:
-                del metadata.timings[:]  # timed in case a hook asked for a trace; none did
         else:
-            if speculative:
-                del metadata.timings[:]
             keys = []
             shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
+        if speculative and not merged.trace:
+            del metadata.timings[:]  # timed in case a hook asked for a trace; none did
         values = await self._session_run(keys, feeds or _NO_FEEDS, merged, metadata)
         after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
         after = self._after

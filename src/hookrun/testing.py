@@ -169,8 +169,12 @@ class ScriptedSession:
 
 
 class ScriptedCreator:
-    """Creates ``ScriptedSession``s; ``errors`` maps a creation number (0-based) to an
-    exception raised instead. ``session_kwargs`` may be a callable of the creation number."""
+    """Creates ``ScriptedSession``s answering from ``values``.
+
+    ``errors`` maps a creation attempt (0-based) to an exception raised instead of
+    creating; ``session_errors`` and ``hang_at`` map a session's number (0-based, counting
+    only sessions actually created) to that session's ``errors`` and ``hang_at``.
+    """
 
     def __init__(
         self,
