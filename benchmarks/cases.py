@@ -31,6 +31,7 @@ from hookrun import (
 )
 
 from ._harness import Case, Timing, clock, timed
+from .reference import ReferenceSession
 
 __all__ = [
     "BASELINE",
@@ -207,6 +208,25 @@ def hooked_step(
 
     async def sample(n: int) -> Timing:
         async with session_type(TrivialCreator(), hooks) as session:
+            gc.collect()
+            start = clock()
+            for _ in range(n):
+                if session.should_stop():
+                    break
+                await session.run()
+            elapsed = timed(start)
+        return elapsed
+
+    return sample
+
+
+def reference_step(make_hooks: HookFactory, *, copy_contexts: bool) -> Callable[[int], Coroutine[Any, Any, Timing]]:
+    """``n`` steps of the reference step (``reference.py``) with the hooks ``make_hooks()`` makes."""
+    hooks = make_hooks()
+
+    async def sample(n: int) -> Timing:
+        async with anyio.create_task_group() as tg:
+            session = ReferenceSession(TrivialSession(), hooks, tg, copy_contexts=copy_contexts)
             gc.collect()
             start = clock()
             for _ in range(n):
@@ -418,6 +438,17 @@ def step_cases() -> list[Case]:
         Case("probe_task", probe_step(_one_task)),
         Case("probe_naive_tg_suspend_10", probe_step(_naive_groups(10))),
         Case("probe_floor_suspend_10", probe_step(_tasks_for_waiters(10))),
+    ]
+    for k in HOOK_COUNTS:
+        cases += [
+            Case(f"ref_async_{k}", reference_step(hooks_of("async", k), copy_contexts=False)),
+            Case(f"refctx_async_{k}", reference_step(hooks_of("async", k), copy_contexts=True)),
+            Case(f"ref_plain_{k}", reference_step(hooks_of("plain", k), copy_contexts=False)),
+        ]
+    cases += [
+        Case("ref_fetch_async_10", reference_step(fetch_hooks(10), copy_contexts=False)),
+        Case("refctx_fetch_async_10", reference_step(fetch_hooks(10), copy_contexts=True)),
+        Case("refctx_suspend_10", reference_step(hooks_of("suspend", 10), copy_contexts=True)),
     ]
     for k in (10, 100):
         cases += [

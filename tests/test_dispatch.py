@@ -361,3 +361,71 @@ async def test_failing_phase_retires_workers_and_the_session_keeps_working() -> 
         with anyio.fail_after(5):
             for _ in range(3):
                 assert await sess.run("k1") == 1
+
+
+class Logging(SessionRunHook):
+    """Logs its start and end in before_run, waiting ``checkpoints`` times in between;
+    fails before its first wait while ``fail`` is set."""
+
+    def __init__(self, log: list[str], i: int, checkpoints: int = 3) -> None:
+        self.log, self.i, self.checkpoints = log, i, checkpoints
+        self.fail = False
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        self.log.append(f"start {self.i}")
+        if self.fail:
+            raise RuntimeError(f"hook {self.i} failed before waiting")
+        for _ in range(self.checkpoints):
+            await anyio.lowlevel.checkpoint()
+        self.log.append(f"end {self.i}")
+
+
+async def test_hooks_that_waited_last_step_all_start_at_once() -> None:
+    """Once a phase has seen its hooks wait, the next step wakes enough workers at once:
+    every hook starts (in list order) before the first one finishes its three waits.
+    Handing on from one worker to the next would take an event-loop pass per hook."""
+    log: list[str] = []
+    hooks = [Logging(log, i) for i in range(8)]
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        await sess.run()  # learns that 8 hooks wait
+        for _ in range(3):
+            log.clear()
+            await sess.run()
+            starts = [entry for entry in log if entry.startswith("start")]
+            assert starts == [f"start {i}" for i in range(8)]
+            assert log.index("start 7") < min(log.index(f"end {i}") for i in range(8)), log
+
+
+async def test_workers_woken_for_nothing_park_again() -> None:
+    """A step where fewer hooks wait than last time: the spare workers find nothing to do."""
+    log: list[str] = []
+    hooks = [Logging(log, i) for i in range(6)]
+    baseline = len(anyio.get_running_tasks())
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        await sess.run()
+        await sess.run()
+        for hook in hooks[1:]:
+            hook.checkpoints = 0
+        for _ in range(3):
+            log.clear()
+            assert await sess.run("k2") == 2
+            assert sorted(log) == sorted([f"start {i}" for i in range(6)] + [f"end {i}" for i in range(6)])
+            assert len(anyio.get_running_tasks()) <= baseline + 1 + 5
+    assert len(anyio.get_running_tasks()) == baseline
+
+
+async def test_a_hook_failing_before_it_waits_stops_later_starts_despite_workers_woken_ahead() -> None:
+    """Workers are already on their way when hook 2 fails before waiting: hooks 3.. never start."""
+    log: list[str] = []
+    hooks = [Logging(log, i) for i in range(6)]
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        await sess.run()
+        await sess.run()
+        hooks[2].fail = True
+        log.clear()
+        with anyio.fail_after(5), pytest.raises(RuntimeError, match="hook 2 failed before waiting"):
+            await sess.run()
+        assert [entry for entry in log if entry.startswith("start")] == ["start 0", "start 1", "start 2"]
+        hooks[2].fail = False
+        with anyio.fail_after(5):
+            assert await sess.run("k3") == 3

@@ -7,13 +7,15 @@ hooks that override that method, each marked sync or async. A phase then runs:
 * async methods *started in place*: each coroutine is sent its first value in
   the calling task, in its own copy of the context (as a task would run it).
   A hook that finishes without suspending never costs a task;
-* the first hook that really suspends is driven to the end by the task that
-  started it (through a trampoline, so its cancel scopes and task-bound waits
-  stay in their task), while one child task, on the session's task group,
-  carries on starting the remaining hooks the same way. Tasks are made only for
-  hooks that wait. A started coroutine never moves to another task. Child
-  tasks are pooled workers parked on the session's task group: handing them a
-  job costs an event, not a new task.
+* a hook that really suspends is driven to the end by the task that started it
+  (through a trampoline, so its cancel scopes and task-bound waits stay in their
+  task), while worker tasks carry on starting the remaining hooks the same way,
+  taking them in list order from a shared cursor. Only hooks that wait occupy a
+  task. A started coroutine never moves to another task. Workers are pooled
+  tasks parked on the session's task group: waking one costs an event, not a new
+  task. When a hook suspends, as many workers are woken as hooks waited in the
+  phase's previous run, so waiting hooks start within one event-loop pass
+  instead of one pass per hook.
 
 Errors: a failing hook cancels the others of its phase; the error of the
 earliest hook in list order propagates unwrapped and the others are attached to
@@ -84,8 +86,8 @@ class _Fanout:
     """One run of a phase with several async hooks: results, errors, the workers engaged."""
 
     __slots__ = (
-        "active", "args", "calls", "dispatcher", "done", "errors", "plan", "results", "scope",
-        "stopping", "suspended",
+        "active", "args", "calls", "dispatcher", "done", "errors", "next", "plan", "ready", "results",
+        "scope", "stopping", "suspensions",
     )
 
     def __init__(
@@ -102,19 +104,34 @@ class _Fanout:
         self.active: list[_Worker] = []
         self.done: anyio.Event | None = None
         self.stopping = False
-        self.suspended = False
+        #: The position of the next call to start: whichever task is running takes it.
+        self.next = 0
+        #: Workers woken for this run that have not started taking calls yet.
+        self.ready = 0
+        #: Hooks of this run that suspended so far.
+        self.suspensions = 0
 
-    def spawn(self, start: int) -> None:
-        """Hand the calls from ``start`` on to a worker task."""
-        if start >= len(self.calls) or self.stopping:
-            return
-        self.active.append(self.dispatcher.pool().submit(self, start))
+    def suspended(self) -> None:
+        """A hook just suspended in the task that started it, which will now drive it:
+        make sure workers are on their way to start the calls after it.
 
-    def mark_suspended(self) -> None:
-        """A hook of this run suspended: the phase will run scoped next time."""
-        if not self.suspended:
-            self.suspended = True
+        As many workers are woken at once as the phase's previous run saw hooks wait, so
+        that hooks which wait all start within one pass of the event loop instead of one
+        worker waking the next (which spreads their start over a pass per hook). A worker
+        woken for nothing finds no call left and parks again.
+        """
+        self.suspensions += 1
+        if self.suspensions == 1:
             self.plan.suspended()
+        if self.ready or self.stopping:
+            return
+        remaining = len(self.calls) - self.next
+        if remaining > 0:
+            count = min(remaining, max(1, self.plan.waiters - self.suspensions))
+            pool = self.dispatcher.pool()
+            self.ready += count
+            for _ in range(count):
+                self.active.append(pool.submit(self))
 
     def fail(self, position: int, exc: BaseException) -> None:
         """Record a hook's error and cancel every other call of the phase."""
@@ -141,7 +158,7 @@ class _Fanout:
         """Wait for every worker's share; if interrupted, cancel them and still wait (shielded)."""
         if not self.active:
             return
-        self.done = anyio.Event()
+        self.done = self.dispatcher.pool().new_event()
         try:
             await self.done.wait()
         except BaseException:
@@ -151,6 +168,7 @@ class _Fanout:
     async def outcome(self) -> list[Any]:
         """Wait for every worker's share, then the results, or the earliest hook's error."""
         await self.join()
+        self.plan.waiters = self.suspensions
         if self.errors:
             raise_first(self.errors, self.plan.phase, [call.name for call in self.calls])
         return self.results
@@ -167,7 +185,7 @@ class _Fanout:
             self.worker_done(worker)
         if self.active:
             if self.done is None:
-                self.done = anyio.Event()
+                self.done = self.dispatcher.pool().new_event()
             with anyio.CancelScope(shield=True):
                 await self.done.wait()
 
@@ -178,7 +196,7 @@ class _Worker:
     __slots__ = ("job", "running", "scope", "wake")
 
     def __init__(self) -> None:
-        self.job: tuple[_Fanout, int] | None = None
+        self.job: _Fanout | None = None
         self.running = False
         self.wake: anyio.Event | None = None
         self.scope = anyio.CancelScope()
@@ -196,35 +214,38 @@ class _WorkerPool:
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.dispatcher = dispatcher
         self.idle: list[_Worker] = []
+        #: The running backend's event class: ``anyio.Event()`` looks the backend up on
+        #: every call (1-2 us); the pool lives in one event loop, so it is looked up once.
+        self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
 
-    def submit(self, fan: _Fanout, start: int) -> _Worker:
-        """Give the calls of ``fan`` from ``start`` on to a parked worker, or to a new one."""
+    def submit(self, fan: _Fanout) -> _Worker:
+        """Wake a parked worker (or start a new one) to take calls of ``fan``."""
         if self.idle:
             worker = self.idle.pop()
-            worker.job = (fan, start)
+            worker.job = fan
             assert worker.wake is not None
             worker.wake.set()
         else:
             worker = _Worker()
-            worker.job = (fan, start)
+            worker.job = fan
             self.dispatcher.task_group().start_soon(self._work, worker, name="hookrun hook worker")
         return worker
 
     async def _work(self, worker: _Worker) -> None:
         with worker.scope:
             while True:
-                job, worker.job = worker.job, None
-                assert job is not None
-                fan, start = job
+                fan, worker.job = worker.job, None
+                assert fan is not None
                 worker.running = True
+                fan.ready -= 1
                 try:
-                    await self.dispatcher.start_calls(fan, start, worker.scope)
+                    await self.dispatcher.start_calls(fan, worker.scope)
                 finally:
                     worker.running = False
                     fan.worker_done(worker)
                 if worker.scope.cancel_called:
                     return  # cancelled by a failing phase: retire
-                worker.wake = anyio.Event()
+                worker.wake = self.new_event()
                 self.idle.append(worker)
                 try:
                     await worker.wake.wait()
@@ -232,7 +253,8 @@ class _WorkerPool:
                     if worker in self.idle:
                         self.idle.remove(worker)
                     if worker.job is not None:  # cancelled with a job in hand: give it back
-                        worker.job[0].worker_done(worker)
+                        worker.job.ready -= 1
+                        worker.job.worker_done(worker)
                     raise
 
 
@@ -367,9 +389,9 @@ class Dispatcher:
     ) -> list[Any]:
         """An unscoped phase found a hook that waits: drive it here, start the rest in a child."""
         fan = _Fanout(self, plan, args, results)
-        fan.mark_suspended()
+        fan.next = position + 1
         try:
-            fan.spawn(position + 1)
+            fan.suspended()
             await self._drive_recorded(fan, position, coro, context, yielded, None)
         except BaseException:
             await fan.abandon()
@@ -381,20 +403,24 @@ class Dispatcher:
         fan = _Fanout(self, plan, args, [None] * len(plan.calls))
         try:
             with anyio.CancelScope() as fan.scope:
-                await self.start_calls(fan, 0, fan.scope)
-            if not fan.active and not fan.suspended:
+                await self.start_calls(fan, fan.scope)
+            if not fan.active and not fan.suspensions:
                 plan.ran_quietly()
         except BaseException:
             await fan.abandon()
             raise
         return await fan.outcome()
 
-    async def start_calls(self, fan: _Fanout, start: int, own_scope: anyio.CancelScope | None) -> None:
-        """Start calls from ``start`` in place; drive the first that suspends, fan out the rest."""
+    async def start_calls(self, fan: _Fanout, own_scope: anyio.CancelScope | None) -> None:
+        """Take the next call of ``fan`` and start it in place, until none is left; drive
+        each one that suspends to its end (other workers take the calls after it meanwhile)."""
         calls, args, results = fan.calls, fan.args, fan.results
-        for position in range(start, len(calls)):
-            if fan.stopping:
+        count = len(calls)
+        while not fan.stopping:
+            position = fan.next
+            if position >= count:
                 return
+            fan.next = position + 1
             call = calls[position]
             if not call.is_async:
                 try:
@@ -412,10 +438,8 @@ class Dispatcher:
             except Exception as exc:
                 fan.fail(position, exc)
                 return
-            fan.mark_suspended()
-            fan.spawn(position + 1)
+            fan.suspended()
             await self._drive_recorded(fan, position, coro, context, yielded, own_scope)
-            return
 
     async def _drive_recorded(
         self,

@@ -75,7 +75,7 @@ class PhasePlan:
     always scoped.
     """
 
-    __slots__ = ("calls", "can_unscope", "fns", "n_async", "phase", "quiet", "scoped", "single")
+    __slots__ = ("calls", "can_unscope", "fns", "n_async", "phase", "quiet", "scoped", "single", "waiters")
 
     def __init__(self, phase: str, calls: Sequence[Call]) -> None:
         self.phase = phase
@@ -84,6 +84,8 @@ class PhasePlan:
         self.scoped = True
         self.can_unscope = phase in _HOT_PHASES
         self.quiet = 0
+        #: How many hooks suspended in the phase's last run that had one suspend.
+        self.waiters = 1
         self.refresh()
 
     def refresh(self) -> None:
