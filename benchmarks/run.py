@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``hook
 
 import anyio
 
-from ._harness import CLOCKS, Measurement, RoundFn, Stats, machine_info, measure, pin_cpu
+from ._harness import CLOCKS, Measurement, RoundFn, Stats, machine_info, measure, pin_cpu, stats
 from .cases import BASELINE, HOOK_COUNTS, concurrency_cases, hooked_name, step_cases
 from .memory import import_times, memory_run, workloads
 from .report import evaluate, render
@@ -121,12 +121,32 @@ def _derived(m: Measurement) -> dict[str, Stats]:
         for name, (a, b, scale) in wanted.items()
         if a in m.steps and b in m.steps
     }
+    for kind in ("async", "plain"):
+        for k in HOOK_COUNTS:
+            _add_ratio(out, m, f"{kind}_{k} / ref_{kind}_{k}", (hooked_name(kind, k), BASELINE), (f"ref_{kind}_{k}", BASELINE))
+    for k in HOOK_COUNTS:
+        _add_ratio(out, m, f"async_{k} / refctx_async_{k}", (hooked_name("async", k), BASELINE), (f"refctx_async_{k}", BASELINE))
+        _add_ratio(out, m, f"refctx_async_{k} / ref_async_{k}", (f"refctx_async_{k}", BASELINE), (f"ref_async_{k}", BASELINE))
+    _add_ratio(out, m, "fetch_async_extra / ref_fetch_async_extra", ("fetch_async_10", "async_10"), ("ref_fetch_async_10", "ref_async_10"))
+    _add_ratio(out, m, "suspend_10 / probe_naive_tg_suspend_10", ("suspend_10", BASELINE), ("probe_naive_tg_suspend_10", BASELINE))
     if "probe_seq_await_100" in m.steps:
         # 200 inline awaits; perf_anchors.md T1 has 9.24 us per 100 (seq_await_100, asyncio).
         out["slowdown vs perf_anchors (probe_seq_await_100 / 18.5 us)"] = m.derive(
             _difference("probe_seq_await_100", BASELINE, 1 / ANCHOR_SEQ_AWAIT_200)
         )
     return out
+
+
+def _add_ratio(
+    out: dict[str, Stats], m: Measurement, name: str, top: tuple[str, str], bottom: tuple[str, str]
+) -> None:
+    """Per round: ``(top[0] - top[1]) / (bottom[0] - bottom[1])``, if all four cases ran."""
+    if not all(case in m.steps for case in (*top, *bottom)):
+        return
+    pairs = [(r[top[0]] - r[top[1]], r[bottom[0]] - r[bottom[1]]) for r in m.rounds]
+    ratios = [a / b for a, b in pairs if b > 0]  # a round where the yardstick cost nothing says nothing
+    if ratios:
+        out[name] = stats(ratios)
 
 
 def _step_results(m: Measurement) -> dict[str, Any]:
