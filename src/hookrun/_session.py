@@ -320,7 +320,7 @@ class _MonitoredSessionBase:
         coord = self._coord
         if coord is None:
             return True
-        if coord.should_stop():
+        if coord._stopped:
             held = coord.exception
             return not (self._recovers and held is not None and self._is_recoverable(held))
         return False
@@ -360,7 +360,7 @@ class _MonitoredSessionBase:
             self._refuse("run()")
         self._busy = True
         try:
-            if self._recovers and (self._coord is None or self._coord.should_stop()):
+            if self._recovers and (self._coord is None or self._coord._stopped):
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
             try:
                 return await self._step(fetches, feed_dict, options, run_metadata)
@@ -429,30 +429,24 @@ class _MonitoredSessionBase:
         run_metadata: RunMetadata | None,
     ) -> Any:
         """A step when no hook overrides before_run or after_run."""
-        if self._raw is None:
+        raw = self._raw
+        if raw is None:
             self._refuse_broken()
         keys: list[Hashable] = []
         shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
         options = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         metadata = RunMetadata() if run_metadata is None else run_metadata
-        values = await self._session_run(keys, feed_dict or _NO_FEEDS, options, metadata)
+        if options is DEFAULT_OPTIONS:
+            values = await raw.run(keys, feed_dict or _NO_FEEDS, options, metadata)
+        else:
+            values = await self._session_run_with_options(raw, keys, feed_dict or _NO_FEEDS, options, metadata)
+        if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+            values = check_values(raw, keys, values)
         if self._local is not None:
             self._local.increment_nowait(1)
         else:
             await self._counter.increment(1)
         return None if shape is None else _nest.pack(shape, values)
-
-    async def _session_run(
-        self, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
-    ) -> Sequence[Any]:
-        raw = self._raw
-        if options is DEFAULT_OPTIONS:
-            values = await raw.run(keys, feeds, options, metadata)
-        else:
-            values = await self._session_run_with_options(raw, keys, feeds, options, metadata)
-        if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-            values = check_values(raw, keys, values)
-        return values  # type: ignore[no-any-return]
 
     async def _session_run_with_options(
         self, raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
@@ -512,7 +506,12 @@ class _MonitoredSessionBase:
             shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
         if speculative and not merged.trace:
             del metadata.timings[:]  # timed in case a hook asked for a trace; none did
-        values = await self._session_run(keys, feeds or _NO_FEEDS, merged, metadata)
+        if merged is DEFAULT_OPTIONS:
+            values = await raw.run(keys, feeds or _NO_FEEDS, merged, metadata)
+        else:
+            values = await self._session_run_with_options(raw, keys, feeds or _NO_FEEDS, merged, metadata)
+        if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+            values = check_values(raw, keys, values)
         after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
         after = self._after
         if after.calls:
