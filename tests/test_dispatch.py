@@ -429,3 +429,32 @@ async def test_a_hook_failing_before_it_waits_stops_later_starts_despite_workers
         hooks[2].fail = False
         with anyio.fail_after(5):
             assert await sess.run("k3") == 3
+
+
+async def test_hooks_started_by_workers_see_the_callers_current_context() -> None:
+    """A hook started after a sibling waited runs on a pooled worker task; it must still see
+    the context variables the caller has now, as a task spawned now would, not those the
+    worker had when it was created some steps ago."""
+    seen: list[tuple[int, str]] = []
+
+    class Reader(SessionRunHook):
+        def __init__(self, i: int, waits: bool) -> None:
+            self.i, self.waits = i, waits
+
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            if self.waits:
+                await anyio.lowlevel.checkpoint()
+            seen.append((self.i, VAR.get()))
+
+    class PlainReader(SessionRunHook):
+        def before_run(self, run_context: SessionRunContext) -> None:
+            seen.append((9, VAR.get()))
+
+    hooks = [Reader(0, True), Reader(1, True), Reader(2, False), PlainReader(), Reader(3, True)]
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        for step in range(25):  # past the runs after which a quiet phase drops its scope
+            VAR.set(f"step {step}")
+            seen.clear()
+            await sess.run()
+            assert sorted(seen) == [(0, f"step {step}"), (1, f"step {step}"), (2, f"step {step}"),
+                                    (3, f"step {step}"), (9, f"step {step}")]

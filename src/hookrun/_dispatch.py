@@ -37,7 +37,7 @@ import functools
 import inspect
 import types
 from collections.abc import Callable, Coroutine, Generator, Sequence
-from contextvars import copy_context
+from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -86,8 +86,8 @@ class _Fanout:
     """One run of a phase with several async hooks: results, errors, the workers engaged."""
 
     __slots__ = (
-        "active", "args", "calls", "dispatcher", "done", "errors", "next", "plan", "ready", "results",
-        "scope", "stopping", "suspensions",
+        "active", "args", "calls", "context", "dispatcher", "done", "errors", "next", "plan", "ready",
+        "results", "scope", "stopping", "suspensions",
     )
 
     def __init__(
@@ -106,6 +106,9 @@ class _Fanout:
         self.stopping = False
         #: The position of the next call to start: whichever task is running takes it.
         self.next = 0
+        #: The calling task's context when it handed calls over: workers start each call
+        #: in a copy of it (as a task spawned then would), not in their own long-lived one.
+        self.context: Context | None = None
         #: Workers woken for this run that have not started taking calls yet.
         self.ready = 0
         #: Hooks of this run that suspended so far.
@@ -390,6 +393,7 @@ class Dispatcher:
         """An unscoped phase found a hook that waits: drive it here, start the rest in a child."""
         fan = _Fanout(self, plan, args, results)
         fan.next = position + 1
+        fan.context = copy_context()
         try:
             fan.suspended()
             await self._drive_recorded(fan, position, coro, context, yielded, None)
@@ -403,7 +407,7 @@ class Dispatcher:
         fan = _Fanout(self, plan, args, [None] * len(plan.calls))
         try:
             with anyio.CancelScope() as fan.scope:
-                await self.start_calls(fan, fan.scope)
+                await self.start_calls(fan, fan.scope, in_caller=True)
             if not fan.active and not fan.suspensions:
                 plan.ran_quietly()
         except BaseException:
@@ -411,9 +415,13 @@ class Dispatcher:
             raise
         return await fan.outcome()
 
-    async def start_calls(self, fan: _Fanout, own_scope: anyio.CancelScope | None) -> None:
+    async def start_calls(self, fan: _Fanout, own_scope: anyio.CancelScope | None, *, in_caller: bool = False) -> None:
         """Take the next call of ``fan`` and start it in place, until none is left; drive
-        each one that suspends to its end (other workers take the calls after it meanwhile)."""
+        each one that suspends to its end (other workers take the calls after it meanwhile).
+
+        The calling task (``in_caller``) makes calls in its own context, as the fast path
+        does; a worker makes them in the context the calling task handed over.
+        """
         calls, args, results = fan.calls, fan.args, fan.results
         count = len(calls)
         while not fan.stopping:
@@ -424,11 +432,19 @@ class Dispatcher:
             call = calls[position]
             if not call.is_async:
                 try:
-                    results[position] = _call_sync(call, args[position])
+                    if in_caller:
+                        results[position] = _call_sync(call, args[position])
+                    else:
+                        assert fan.context is not None
+                        results[position] = fan.context.run(_call_sync, call, args[position])
                 except Exception as exc:
                     fan.fail(position, exc)
                 continue
-            context = copy_context()
+            if in_caller:
+                context = copy_context()
+            else:
+                assert fan.context is not None
+                context = fan.context.copy()
             try:
                 coro = call.fn(*args[position])
                 yielded = context.run(coro.send, None)
@@ -438,6 +454,8 @@ class Dispatcher:
             except Exception as exc:
                 fan.fail(position, exc)
                 return
+            if in_caller:
+                fan.context = copy_context()
             fan.suspended()
             await self._drive_recorded(fan, position, coro, context, yielded, own_scope)
 
