@@ -458,3 +458,46 @@ async def test_hooks_started_by_workers_see_the_callers_current_context() -> Non
             await sess.run()
             assert sorted(seen) == [(0, f"step {step}"), (1, f"step {step}"), (2, f"step {step}"),
                                     (3, f"step {step}"), (9, f"step {step}")]
+
+
+async def test_hooks_that_never_wait_are_isolated_from_each_others_context_changes() -> None:
+    """The steady-state path (no hook waits, no scope) shares one copied context between
+    hooks only while none changes it: a hook that sets or resets a variable is never seen
+    by the next, nor by the caller, also with plain functions in between."""
+    seen: list[tuple[str, str]] = []
+
+    class Setter(SessionRunHook):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            seen.append((self.name, VAR.get()))
+            VAR.set(f"set by {self.name}")
+
+    class Reader(SessionRunHook):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            seen.append((self.name, VAR.get()))
+
+    class SetAndReset(SessionRunHook):
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            token = VAR.set("temporary")
+            VAR.reset(token)
+            seen.append(("reset", VAR.get()))
+
+    class PlainReader(SessionRunHook):
+        def before_run(self, run_context: SessionRunContext) -> None:
+            seen.append(("plain", VAR.get()))
+
+    hooks = [Reader("r0"), Setter("s1"), Reader("r2"), SetAndReset(), Reader("r4"), Setter("s5"),
+             PlainReader(), Setter("s7"), Reader("r8")]
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        for step in range(40):  # well past the quiet runs after which the phase runs unscoped
+            caller_value = f"caller {step}"
+            VAR.set(caller_value)
+            seen.clear()
+            await sess.run()
+            assert seen == [(name, caller_value) for name in ("r0", "s1", "r2", "reset", "r4", "s5", "plain", "s7", "r8")]
+            assert VAR.get() == caller_value

@@ -342,26 +342,32 @@ class Dispatcher:
     def _start_from(
         self, plan: PhasePlan, args: Sequence[tuple[Any, ...]], results: list[Any], first: int
     ) -> list[Any] | Coroutine[Any, Any, list[Any]]:
-        append = results.append
         fns = plan.fns
-        for position in range(first, len(fns)):
+        count = len(fns)
+        position = first
+        context: Context | None = None
+        base: Any = None  # the pristine copy ``context`` is compared with; set with it
+        while position < count:
             fn, is_async = fns[position]
-            if is_async:
-                context = copy_context()
-                coro = fn(*args[position])
-                try:
-                    yielded = context.run(coro.send, None)
-                except StopIteration as stop:
-                    append(stop.value)
-                    continue
+            if not is_async:
+                result = fn(*args[position])
+                if result is not None and type(result) is not SessionRunArgs:
+                    _check_sync_result(plan.calls[position], result)
+                results.append(result)
+                position += 1
+                context = None  # it ran in the caller's context, which it may have changed
+                continue
+            if context is None:
+                base = copy_context()
+                context = base.copy()
+            position, coro, yielded = context.run(_start_quiet, fns, args, results, position, context, base)
+            if coro is _CHANGED:
+                context = None
+            elif coro is not None:
                 if plan.n_async == 1:  # no sibling to run beside it or to be cancelled by
                     return self._finish_single(plan, args, results, position, coro, context, yielded)
-                results += [None] * (len(fns) - position)
+                results += [None] * (count - position)
                 return self._after_first_suspension(plan, args, results, position, coro, context, yielded)
-            result = fn(*args[position])
-            if result is not None and type(result) is not SessionRunArgs:
-                _check_sync_result(plan.calls[position], result)
-            append(result)
         return results
 
     async def _finish_single(
@@ -503,6 +509,49 @@ class _TracedCall(Call):
 
         super().__init__(call.index, call.hook, call.phase, traced)
         self.name = call.name
+
+
+#: ``_start_quiet``'s word for "a hook changed the shared context".
+_CHANGED: Any = object()
+
+
+def _start_quiet(
+    fns: Sequence[tuple[Callable[..., Any], bool]],
+    args: Sequence[tuple[Any, ...]],
+    results: list[Any],
+    first: int,
+    context: Context,
+    base: Context,
+) -> tuple[int, Any, Any]:
+    """Run inside ``context``: start the async calls from ``first`` on, in place, one
+    after another, as long as each finishes without suspending.
+
+    Each call must start in a context of its own, equal to the caller's. A copied
+    context costs a copy and a ``Context.run`` per call (a third of a no-op hook's
+    cost), so consecutive calls share one copy for as long as it still equals
+    ``base``, the pristine snapshot it was copied from: a call that finishes and left
+    it unchanged leaves nothing the next call could see. Returns the next position
+    and: ``None`` (stopped before a plain function, or at the end), ``_CHANGED`` (the
+    call before the position set a variable: the next needs a fresh copy), or the
+    coroutine that suspended at the position and the value it yielded (it keeps
+    ``context``).
+    """
+    append = results.append
+    count = len(fns)
+    for position in range(first, count):
+        fn, is_async = fns[position]
+        if not is_async:
+            return position, None, None
+        coro = fn(*args[position])
+        try:
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            append(stop.value)
+            if context != base:
+                return position + 1, _CHANGED, None
+            continue
+        return position, coro, yielded
+    return count, None, None
 
 
 def _call_all(plan: PhasePlan, args: Sequence[tuple[Any, ...]] | tuple[Any, ...]) -> list[Any]:
