@@ -260,6 +260,7 @@ def probe_step(make_probe: Callable[[anyio.abc.TaskGroup], Probe]) -> Callable[[
                 await probe()
                 await session.run(keys, feeds, options, metadata)
             elapsed = timed(start)
+            tg.cancel_scope.cancel()  # tasks a probe keeps parked
         return elapsed
 
     return sample
@@ -331,6 +332,54 @@ def _tasks_for_waiters(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
             await coros[0]
             if state["pending"]:
                 await done.wait()
+
+        async def probe() -> None:
+            await phase([hook.before_run(ctx) for hook in hooks])
+            await phase([hook.after_run(ctx, values) for hook in hooks])
+
+        return probe
+
+    return make
+
+
+def _pooled_workers(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
+    """The floor of the pooled design for ``k`` suspend-once hooks: per phase, the first
+    hook awaited in the calling task and ``k - 1`` handed to parked worker tasks, one
+    ``anyio.Event`` to wake each and one to join (no contexts, no error handling)."""
+
+    def make(tg: anyio.abc.TaskGroup) -> Probe:
+        hooks = [SuspendOnce() for _ in range(k)]
+        ctx = SessionRunContext(SessionRunArgs(), None)
+        values = SessionRunValues(None, RunOptions(), RunMetadata(), 0)
+        idle: list[list[Any]] = []  # [wake event, job]
+        state: dict[str, Any] = {"pending": 0, "done": None}
+
+        async def worker(slot: list[Any]) -> None:
+            while True:
+                await slot[1]
+                state["pending"] -= 1
+                if state["pending"] == 0:
+                    state["done"].set()
+                slot[0] = anyio.Event()
+                idle.append(slot)
+                await slot[0].wait()
+
+        def hand(coro: Coroutine[Any, Any, None]) -> None:
+            if idle:
+                slot = idle.pop()
+                slot[1] = coro
+                slot[0].set()
+            else:
+                tg.start_soon(worker, [None, coro])
+
+        async def phase(coros: list[Coroutine[Any, Any, None]]) -> None:
+            state["done"] = anyio.Event()
+            state["pending"] = len(coros) - 1
+            for coro in coros[1:]:
+                hand(coro)
+            await coros[0]
+            if state["pending"]:
+                await state["done"].wait()
 
         async def probe() -> None:
             await phase([hook.before_run(ctx) for hook in hooks])
@@ -438,6 +487,7 @@ def step_cases() -> list[Case]:
         Case("probe_task", probe_step(_one_task)),
         Case("probe_naive_tg_suspend_10", probe_step(_naive_groups(10))),
         Case("probe_floor_suspend_10", probe_step(_tasks_for_waiters(10))),
+        Case("probe_pool_suspend_10", probe_step(_pooled_workers(10))),
     ]
     for k in HOOK_COUNTS:
         cases += [
