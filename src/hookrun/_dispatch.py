@@ -320,8 +320,15 @@ class Dispatcher:
         frame of the dispatcher's own; the first suspension hands over to the slow path.
         """
         if trace is None:
-            if plan.n_async == 0:
-                return _call_all(plan, args)
+            if plan.n_async == 0:  # plain functions only: call each inline, in list order
+                results = []
+                shared = type(args) is tuple
+                for position, (fn, _) in enumerate(plan.fns):
+                    result = fn(*args) if shared else fn(*args[position])
+                    if result is not None and type(result) is not SessionRunArgs:
+                        _check_sync_result(plan.calls[position], result)
+                    results.append(result)
+                return results
             single = plan.single
             if single is not None:
                 context = copy_context()
@@ -560,20 +567,6 @@ def _start_quiet(
             continue
         return position, coro, yielded
     return count, None, None
-
-
-def _call_all(plan: PhasePlan, args: Sequence[tuple[Any, ...]] | tuple[Any, ...]) -> list[Any]:
-    """A phase of plain-function hooks only: call each inline, in list order."""
-    results = []
-    shared = type(args) is tuple
-    position = -1
-    for fn, _ in plan.fns:
-        position += 1
-        result = fn(*args) if shared else fn(*args[position])
-        if result is not None and type(result) is not SessionRunArgs:
-            _check_sync_result(plan.calls[position], result)
-        results.append(result)
-    return results
 
 
 def _check_sync_result(call: Call, result: object) -> None:
