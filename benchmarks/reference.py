@@ -107,7 +107,7 @@ class ReferenceSession:
         ctx = _Context(self.session, self.global_step)
         requests: Any = []
         if self.before:
-            requests = self._start(self.before, (ctx,))
+            requests = self._start1(self.before, ctx)
             if not isinstance(requests, list):
                 requests = await requests
         keys: list[Hashable] = []
@@ -130,13 +130,53 @@ class ReferenceSession:
                     (ctx, _Values(None if w is None else [by_key[key] for key in w], self.global_step))
                     for w in wanted
                 ]
+                done = self._start(self.after, args)
             else:
-                args = (ctx, _Values(None, self.global_step))
-            done = self._start(self.after, args)
+                done = self._start2(self.after, ctx, _Values(None, self.global_step))
             if not isinstance(done, list):
                 await done
         if ctx.stop_requested:
             self.stop = True
+
+    # The fast path specialised by arity (perf_anchors' "eagerfast"): no ``*args``.
+
+    def _start1(self, calls: Sequence[tuple[Callable[..., Any], bool]], a: Any) -> list[Any] | Coroutine[Any, Any, list[Any]]:
+        results: list[Any] = []
+        append, copy = results.append, self.copy
+        for position, (fn, is_async) in enumerate(calls):
+            if not is_async:
+                append(fn(a))
+                continue
+            coro = fn(a)
+            context = copy_context() if copy else None
+            try:
+                yielded = coro.send(None) if context is None else context.run(coro.send, None)
+            except StopIteration as stop:
+                append(stop.value)
+                continue
+            results += [None] * (len(calls) - position)
+            return self._finish(calls, (a,), results, position, coro, context, yielded)
+        return results
+
+    def _start2(
+        self, calls: Sequence[tuple[Callable[..., Any], bool]], a: Any, b: Any
+    ) -> list[Any] | Coroutine[Any, Any, list[Any]]:
+        results: list[Any] = []
+        append, copy = results.append, self.copy
+        for position, (fn, is_async) in enumerate(calls):
+            if not is_async:
+                append(fn(a, b))
+                continue
+            coro = fn(a, b)
+            context = copy_context() if copy else None
+            try:
+                yielded = coro.send(None) if context is None else context.run(coro.send, None)
+            except StopIteration as stop:
+                append(stop.value)
+                continue
+            results += [None] * (len(calls) - position)
+            return self._finish(calls, (a, b), results, position, coro, context, yielded)
+        return results
 
     def _start(
         self, calls: Sequence[tuple[Callable[..., Any], bool]], args: list[tuple[Any, ...]] | tuple[Any, ...]
