@@ -31,7 +31,7 @@ from hookrun import (
 )
 
 from ._harness import Case, Timing, clock, timed
-from .reference import ReferenceSession
+from .reference import ReferenceSession, drive
 
 __all__ = [
     "BASELINE",
@@ -342,10 +342,13 @@ def _tasks_for_waiters(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
     return make
 
 
-def _pooled_workers(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
+def _pooled_workers(k: int, contexts: bool = False) -> Callable[[anyio.abc.TaskGroup], Probe]:
     """The floor of the pooled design for ``k`` suspend-once hooks: per phase, the first
     hook awaited in the calling task and ``k - 1`` handed to parked worker tasks, one
-    ``anyio.Event`` to wake each and one to join (no contexts, no error handling)."""
+    ``anyio.Event`` to wake each and one to join (no error handling, no cancel scope).
+
+    With ``contexts``, every hook runs in its own copied context as issue 3 requires:
+    started in place with ``Context.run`` and driven through a trampoline in it."""
 
     def make(tg: anyio.abc.TaskGroup) -> Probe:
         hooks = [SuspendOnce() for _ in range(k)]
@@ -354,9 +357,20 @@ def _pooled_workers(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
         idle: list[list[Any]] = []  # [wake event, job]
         state: dict[str, Any] = {"pending": 0, "done": None}
 
+        async def run(coro: Coroutine[Any, Any, None]) -> None:
+            if not contexts:
+                await coro
+                return
+            context = copy_context()
+            try:
+                yielded = context.run(coro.send, None)
+            except StopIteration:
+                return
+            await drive(coro, context, yielded)
+
         async def worker(slot: list[Any]) -> None:
             while True:
-                await slot[1]
+                await run(slot[1])
                 state["pending"] -= 1
                 if state["pending"] == 0:
                     state["done"].set()
@@ -377,7 +391,7 @@ def _pooled_workers(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
             state["pending"] = len(coros) - 1
             for coro in coros[1:]:
                 hand(coro)
-            await coros[0]
+            await run(coros[0])
             if state["pending"]:
                 await state["done"].wait()
 
@@ -488,6 +502,7 @@ def step_cases() -> list[Case]:
         Case("probe_naive_tg_suspend_10", probe_step(_naive_groups(10))),
         Case("probe_floor_suspend_10", probe_step(_tasks_for_waiters(10))),
         Case("probe_pool_suspend_10", probe_step(_pooled_workers(10))),
+        Case("probe_pool_ctx_suspend_10", probe_step(_pooled_workers(10, contexts=True))),
     ]
     for k in HOOK_COUNTS:
         cases += [

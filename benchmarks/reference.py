@@ -32,7 +32,7 @@ import anyio.abc
 
 from hookrun import RunMetadata, RunOptions, SessionRunArgs, SessionRunHook
 
-__all__ = ["ReferenceSession"]
+__all__ = ["ReferenceSession", "drive"]
 
 
 _NO_FEEDS: dict[Hashable, Any] = {}
@@ -59,7 +59,7 @@ def _call(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 @types.coroutine
-def _drive(coro: Coroutine[Any, Any, Any], context: Context | None, yielded: Any) -> Generator[Any, Any, Any]:
+def drive(coro: Coroutine[Any, Any, Any], context: Context | None, yielded: Any) -> Generator[Any, Any, Any]:
     """Drive a started coroutine to its end from the current task (in ``context`` if given)."""
     run: Callable[..., Any] = _call if context is None else context.run
     while True:
@@ -224,7 +224,7 @@ class ReferenceSession:
             self.task_group.start_soon(child)
         else:
             done.set()
-        results[position] = await _drive(coro, context, yielded)
+        results[position] = await drive(coro, context, yielded)
         await done.wait()
         return results
 
