@@ -487,33 +487,37 @@ def hooked_name(kind: str, k: int) -> str:
 
 
 def step_cases() -> list[Case]:
-    """Every µs-scale case of one backend; all are compared with ``BASELINE``."""
+    """Every µs-scale case of one backend; all are compared with ``BASELINE``.
+
+    A case is listed right next to the yardsticks it is divided by (the reference step,
+    the suspend-once floors), so the pair is sampled seconds apart, not a round apart:
+    this machine's speed drifts within a round, and the order only rotates between rounds.
+    """
     cases = [Case(BASELINE, bare_step())]
     for kind in KINDS:
         for k in HOOK_COUNTS:
             cases.append(Case(hooked_name(kind, k), hooked_step(hooks_of(kind, k))))
+            if kind != "suspend":
+                cases.append(Case(f"ref_{kind}_{k}", reference_step(hooks_of(kind, k), copy_contexts=False)))
+            if kind == "async":
+                cases.append(Case(f"refctx_async_{k}", reference_step(hooks_of(kind, k), copy_contexts=True)))
+            if kind == "suspend" and k == 10:
+                cases += [
+                    Case("probe_naive_tg_suspend_10", probe_step(_naive_groups(10))),
+                    Case("probe_pool_suspend_10", probe_step(_pooled_workers(10))),
+                    Case("probe_pool_ctx_suspend_10", probe_step(_pooled_workers(10, contexts=True))),
+                    Case("probe_floor_suspend_10", probe_step(_tasks_for_waiters(10))),
+                    Case("refctx_suspend_10", reference_step(hooks_of("suspend", 10), copy_contexts=True)),
+                ]
     cases += [
         Case("fetch_async_10", hooked_step(fetch_hooks(10))),
+        Case("ref_fetch_async_10", reference_step(fetch_hooks(10), copy_contexts=False)),
+        Case("refctx_fetch_async_10", reference_step(fetch_hooks(10), copy_contexts=True)),
         Case("fetch_plain_10", hooked_step(fetch_hooks(10, plain=True))),
         Case("singular_async_0", hooked_step(hooks_of("async", 0), SingularMonitoredSession)),
         Case("singular_async_10", hooked_step(hooks_of("async", 10), SingularMonitoredSession)),
         Case("probe_checkpoint", probe_step(_checkpoint)),
         Case("probe_task", probe_step(_one_task)),
-        Case("probe_naive_tg_suspend_10", probe_step(_naive_groups(10))),
-        Case("probe_floor_suspend_10", probe_step(_tasks_for_waiters(10))),
-        Case("probe_pool_suspend_10", probe_step(_pooled_workers(10))),
-        Case("probe_pool_ctx_suspend_10", probe_step(_pooled_workers(10, contexts=True))),
-    ]
-    for k in HOOK_COUNTS:
-        cases += [
-            Case(f"ref_async_{k}", reference_step(hooks_of("async", k), copy_contexts=False)),
-            Case(f"refctx_async_{k}", reference_step(hooks_of("async", k), copy_contexts=True)),
-            Case(f"ref_plain_{k}", reference_step(hooks_of("plain", k), copy_contexts=False)),
-        ]
-    cases += [
-        Case("ref_fetch_async_10", reference_step(fetch_hooks(10), copy_contexts=False)),
-        Case("refctx_fetch_async_10", reference_step(fetch_hooks(10), copy_contexts=True)),
-        Case("refctx_suspend_10", reference_step(hooks_of("suspend", 10), copy_contexts=True)),
     ]
     for k in (10, 100):
         cases += [

@@ -338,26 +338,32 @@ class Dispatcher:
                 except StopIteration as stop:
                     return [stop.value]
                 return self._finish_single(plan, [], [], 0, coro, context, yielded)
+            if not plan.scoped or plan.n_async == 1:
+                return self._start_from(plan, args, [], 0)
         if type(args) is tuple:
             args = [args] * len(plan.calls)
         if trace is not None:
             return self._run_traced(plan, args, trace)
-        if plan.scoped and plan.n_async > 1:
-            return self._run_many(plan, args)
-        return self._start_from(plan, args, [], 0)
+        return self._run_many(plan, args)
 
     def _start_from(
-        self, plan: PhasePlan, args: Sequence[tuple[Any, ...]], results: list[Any], first: int
+        self,
+        plan: PhasePlan,
+        args: Sequence[tuple[Any, ...]] | tuple[Any, ...],
+        results: list[Any],
+        first: int,
     ) -> list[Any] | Coroutine[Any, Any, list[Any]]:
+        """The unscoped fast path: ``args`` is one tuple shared by every call, or one per call."""
         fns = plan.fns
         count = len(fns)
+        shared = type(args) is tuple
         position = first
         context: Context | None = None
         base: Any = None  # the pristine copy ``context`` is compared with; set with it
         while position < count:
             fn, is_async = fns[position]
             if not is_async:
-                result = fn(*args[position])
+                result = fn(*args) if shared else fn(*args[position])
                 if result is not None and type(result) is not SessionRunArgs:
                     _check_sync_result(plan.calls[position], result)
                 results.append(result)
@@ -371,6 +377,8 @@ class Dispatcher:
             if coro is _CHANGED:
                 context = None
             elif coro is not None:
+                if shared:
+                    args = [args] * count  # type: ignore[list-item]
                 if plan.n_async == 1:  # no sibling to run beside it or to be cancelled by
                     return self._finish_single(plan, args, results, position, coro, context, yielded)
                 results += [None] * (count - position)
@@ -532,7 +540,7 @@ _CHANGED: Any = object()
 
 def _start_quiet(
     fns: Sequence[tuple[Callable[..., Any], bool]],
-    args: Sequence[tuple[Any, ...]],
+    args: Sequence[tuple[Any, ...]] | tuple[Any, ...],
     results: list[Any],
     first: int,
     context: Context,
@@ -550,22 +558,58 @@ def _start_quiet(
     call before the position set a variable: the next needs a fresh copy), or the
     coroutine that suspended at the position and the value it yielded (it keeps
     ``context``).
+
+    The loop is written out per kind of ``args`` (shared by every call with one or two
+    arguments, as before_run and after_run without fetches have, or one tuple per call):
+    ``fn(a)`` costs a fifth less than ``fn(*args[position])`` on a no-op hook.
     """
     append = results.append
     count = len(fns)
-    for position in range(first, count):
-        fn, is_async = fns[position]
-        if not is_async:
-            return position, None, None
-        coro = fn(*args[position])
-        try:
-            yielded = coro.send(None)
-        except StopIteration as stop:
-            append(stop.value)
-            if context != base:
-                return position + 1, _CHANGED, None
-            continue
-        return position, coro, yielded
+    if type(args) is tuple and len(args) == 1:
+        (a,) = args
+        for position in range(first, count):
+            fn, is_async = fns[position]
+            if not is_async:
+                return position, None, None
+            coro = fn(a)
+            try:
+                yielded = coro.send(None)
+            except StopIteration as stop:
+                append(stop.value)
+                if context != base:
+                    return position + 1, _CHANGED, None
+                continue
+            return position, coro, yielded
+    elif type(args) is tuple and len(args) == 2:
+        a, b = args
+        for position in range(first, count):
+            fn, is_async = fns[position]
+            if not is_async:
+                return position, None, None
+            coro = fn(a, b)
+            try:
+                yielded = coro.send(None)
+            except StopIteration as stop:
+                append(stop.value)
+                if context != base:
+                    return position + 1, _CHANGED, None
+                continue
+            return position, coro, yielded
+    else:
+        shared = type(args) is tuple
+        for position in range(first, count):
+            fn, is_async = fns[position]
+            if not is_async:
+                return position, None, None
+            coro = fn(*args) if shared else fn(*args[position])
+            try:
+                yielded = coro.send(None)
+            except StopIteration as stop:
+                append(stop.value)
+                if context != base:
+                    return position + 1, _CHANGED, None
+                continue
+            return position, coro, yielded
     return count, None, None
 
 
