@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from typing import Any
 
@@ -501,3 +502,43 @@ async def test_hooks_that_never_wait_are_isolated_from_each_others_context_chang
             await sess.run()
             assert seen == [(name, caller_value) for name in ("r0", "s1", "r2", "reset", "r4", "s5", "plain", "s7", "r8")]
             assert VAR.get() == caller_value
+
+
+async def test_a_failing_phase_leaves_no_more_workers_than_hooks() -> None:
+    """Workers woken ahead that had not started when a sibling failed are not retired:
+    they park again, so a step right after a failure does not add tasks beside them."""
+    log: list[str] = []
+    hooks = [Logging(log, i) for i in range(5)]
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        await sess.run()
+        await sess.run()  # 5 hooks waited: 4 workers are woken at once from now on
+        for attempt in range(20):
+            hooks[1].fail = attempt % 2 == 0
+            with anyio.fail_after(5), contextlib.suppress(RuntimeError):
+                await sess.run()
+            workers = sum(task.name == "hookrun hook worker" for task in anyio.get_running_tasks())
+            assert workers <= len(hooks), f"{workers} workers for {len(hooks)} hooks after attempt {attempt}"
+
+
+async def test_cancelled_phases_never_leave_more_workers_than_hooks_wait() -> None:
+    """The caller is cancelled right after waking workers, again and again: workers that
+    were running hooks retire, those that had not started are taken back into the pool,
+    and the count never grows past one worker per waiting sibling."""
+    log: list[str] = []
+    hooks = [Logging(log, i) for i in range(5)]
+    seen: list[int] = []
+
+    def workers() -> int:
+        return sum(task.name == "hookrun hook worker" for task in anyio.get_running_tasks())
+
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        await sess.run()
+        await sess.run()  # 5 hooks waited: 4 workers are woken at once from now on
+        for _ in range(10):
+            with anyio.move_on_after(0):  # cancelled at the caller's first wait
+                await sess.run()
+            seen.append(workers())
+            await sess.run()
+            seen.append(workers())
+        assert all(log.count(f"end {i}") >= 2 for i in range(5))
+    assert max(seen) <= len(hooks) - 1, seen

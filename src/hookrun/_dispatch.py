@@ -143,10 +143,14 @@ class _Fanout:
             self.stop()
 
     def stop(self) -> None:
-        """Cancel every call still running: the workers engaged and the calling task's scope."""
+        """Cancel every call still running: the workers running a share, and the calling
+        task's scope. A worker woken but not running yet is left alone: it will find the
+        phase stopping, start nothing and park again (cancelling it would retire it, and
+        it would linger as a task until it next ran)."""
         self.stopping = True
         for worker in self.active:
-            worker.scope.cancel()
+            if worker.running:
+                worker.scope.cancel()
         if self.scope is not None:
             self.scope.cancel()
 
@@ -179,13 +183,15 @@ class _Fanout:
     async def abandon(self) -> None:
         """Cancel every worker's share and wait, shielded, for those already running to unwind.
 
-        A worker that has not picked up its job yet never will start a hook of a
-        stopping phase (and a task cancelled before its first step never runs at
-        all), so it is not waited for.
+        A worker that has not picked up its job yet is not waited for: the job is taken
+        back and the worker returned to the idle pool (a task cancelled before its first
+        step never runs at all, and an idle worker is ready for the next phase).
         """
         self.stop()
+        pool = self.dispatcher.pool()
         for worker in [worker for worker in self.active if not worker.running]:
             self.worker_done(worker)
+            pool.reclaim(worker, self)
         if self.active:
             if self.done is None:
                 self.done = self.dispatcher.pool().new_event()
@@ -226,30 +232,38 @@ class _WorkerPool:
         if self.idle:
             worker = self.idle.pop()
             worker.job = fan
-            assert worker.wake is not None
-            worker.wake.set()
+            if worker.wake is not None:  # None: started, and will find its job when it first runs
+                worker.wake.set()
         else:
             worker = _Worker()
             worker.job = fan
             self.dispatcher.task_group().start_soon(self._work, worker, name="hookrun hook worker")
         return worker
 
+    def reclaim(self, worker: _Worker, fan: _Fanout) -> None:
+        """Take back the job of a worker woken for ``fan`` that has not run yet; it is idle again."""
+        if worker.job is fan:
+            worker.job = None
+            fan.ready -= 1
+            self.idle.append(worker)
+
     async def _work(self, worker: _Worker) -> None:
         with worker.scope:
             while True:
                 fan, worker.job = worker.job, None
-                assert fan is not None
-                worker.running = True
-                fan.ready -= 1
-                try:
-                    await self.dispatcher.start_calls(fan, worker.scope)
-                finally:
-                    worker.running = False
-                    fan.worker_done(worker)
-                if worker.scope.cancel_called:
-                    return  # cancelled by a failing phase: retire
+                if fan is not None:
+                    worker.running = True
+                    fan.ready -= 1
+                    try:
+                        await self.dispatcher.start_calls(fan, worker.scope)
+                    finally:
+                        worker.running = False
+                        fan.worker_done(worker)
+                    if worker.scope.cancel_called:
+                        return  # cancelled by a failing phase: retire
+                    self.idle.append(worker)
+                # else: its job was taken back before it ran, and it is in the idle list already
                 worker.wake = self.new_event()
-                self.idle.append(worker)
                 try:
                     await worker.wake.wait()
                 except BaseException:
