@@ -485,15 +485,7 @@ class Dispatcher:
             if in_caller:
                 fan.context = copy_context()
             fan.suspended()
-            # ``_drive_recorded``, inlined: one coroutine frame less on every resumption.
-            try:
-                results[position] = await _drive(coro, context, yielded)
-            except anyio.get_cancelled_exc_class():
-                if own_scope is None or not own_scope.cancel_called:
-                    fan.stop()
-                    raise
-            except Exception as exc:
-                fan.fail(position, exc)
+            await self._drive_recorded(fan, position, coro, context, yielded, own_scope)
 
     async def _drive_recorded(
         self,
