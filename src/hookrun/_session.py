@@ -436,17 +436,24 @@ class _MonitoredSessionBase:
         shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
         options = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         metadata = RunMetadata() if run_metadata is None else run_metadata
-        if options is DEFAULT_OPTIONS:
-            values = await raw.run(keys, feed_dict or _NO_FEEDS, options, metadata)
-        else:
-            values = await self._session_run_with_options(raw, keys, feed_dict or _NO_FEEDS, options, metadata)
-        if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-            values = check_values(raw, keys, values)
+        values = await self._session_run(raw, keys, feed_dict or _NO_FEEDS, options, metadata)
         if self._local is not None:
             self._local.increment_nowait(1)
         else:
             await self._counter.increment(1)
         return None if shape is None else _nest.pack(shape, values)
+
+    async def _session_run(
+        self, raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
+    ) -> Sequence[Any]:
+        """The raw session's run of one step, its values checked against the keys."""
+        if options is DEFAULT_OPTIONS:
+            values = await raw.run(keys, feeds, options, metadata)
+        else:
+            values = await self._session_run_with_options(raw, keys, feeds, options, metadata)
+        if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+            values = check_values(raw, keys, values)
+        return values  # type: ignore[no-any-return]
 
     async def _session_run_with_options(
         self, raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
@@ -506,12 +513,7 @@ class _MonitoredSessionBase:
             shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
         if speculative and not merged.trace:
             del metadata.timings[:]  # timed in case a hook asked for a trace; none did
-        if merged is DEFAULT_OPTIONS:
-            values = await raw.run(keys, feeds or _NO_FEEDS, merged, metadata)
-        else:
-            values = await self._session_run_with_options(raw, keys, feeds or _NO_FEEDS, merged, metadata)
-        if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-            values = check_values(raw, keys, values)
+        values = await self._session_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
         after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
         after = self._after
         if after.calls:
