@@ -339,10 +339,10 @@ class Checkpointing(SessionRunHook):
 
 
 async def test_worker_tasks_are_reused_not_accumulated() -> None:
-    """Hooks that wait reuse parked worker tasks: at most one per waiting sibling, over many steps."""
+    """Hooks that wait reuse parked worker tasks: at most one per waiting hook, over many steps."""
     hooks = [Checkpointing() for _ in range(5)]
     baseline = len(anyio.get_running_tasks())
-    bound = baseline + 1 + 4  # the coordinator's host task + one worker per waiting sibling
+    bound = baseline + 1 + 5  # the coordinator's host task + one worker per waiting hook
     async with hookrun.MonitoredSession(creator(), hooks) as sess:
         for _ in range(50):
             await sess.run()
@@ -411,7 +411,7 @@ async def test_workers_woken_for_nothing_park_again() -> None:
             log.clear()
             assert await sess.run("k2") == 2
             assert sorted(log) == sorted([f"start {i}" for i in range(6)] + [f"end {i}" for i in range(6)])
-            assert len(anyio.get_running_tasks()) <= baseline + 1 + 5
+            assert len(anyio.get_running_tasks()) <= baseline + 1 + 6  # host + a worker per hook
     assert len(anyio.get_running_tasks()) == baseline
 
 
@@ -511,7 +511,7 @@ async def test_a_failing_phase_leaves_no_more_workers_than_hooks() -> None:
     hooks = [Logging(log, i) for i in range(5)]
     async with hookrun.MonitoredSession(creator(), hooks) as sess:
         await sess.run()
-        await sess.run()  # 5 hooks waited: 4 workers are woken at once from now on
+        await sess.run()  # 5 hooks waited: 5 workers are woken at once from now on
         for attempt in range(20):
             hooks[1].fail = attempt % 2 == 0
             with anyio.fail_after(5), contextlib.suppress(RuntimeError):
@@ -523,7 +523,7 @@ async def test_a_failing_phase_leaves_no_more_workers_than_hooks() -> None:
 async def test_cancelled_phases_never_leave_more_workers_than_hooks_wait() -> None:
     """The caller is cancelled right after waking workers, again and again: workers that
     were running hooks retire, those that had not started are taken back into the pool,
-    and the count never grows past one worker per waiting sibling."""
+    and the count never grows past one worker per waiting hook."""
     log: list[str] = []
     hooks = [Logging(log, i) for i in range(5)]
     seen: list[int] = []
@@ -533,7 +533,7 @@ async def test_cancelled_phases_never_leave_more_workers_than_hooks_wait() -> No
 
     async with hookrun.MonitoredSession(creator(), hooks) as sess:
         await sess.run()
-        await sess.run()  # 5 hooks waited: 4 workers are woken at once from now on
+        await sess.run()  # 5 hooks waited: 5 workers are woken at once from now on
         for _ in range(10):
             with anyio.move_on_after(0):  # cancelled at the caller's first wait
                 await sess.run()
@@ -541,4 +541,40 @@ async def test_cancelled_phases_never_leave_more_workers_than_hooks_wait() -> No
             await sess.run()
             seen.append(workers())
         assert all(log.count(f"end {i}") >= 2 for i in range(5))
-    assert max(seen) <= len(hooks) - 1, seen
+    assert max(seen) <= len(hooks), seen
+
+
+async def test_a_phase_whose_hooks_stop_waiting_goes_back_to_the_callers_task() -> None:
+    """While hooks wait, a phase of async hooks is handed to worker tasks; once they stop
+    waiting, the next steps start them in the caller's task again (no task per hook), and
+    a variable a hook sets never reaches the caller on either path."""
+    tasks: list[int] = []
+
+    class SometimesWaits(SessionRunHook):
+        waits = True
+
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            VAR.set("set by a hook")
+            if self.waits:
+                await anyio.lowlevel.checkpoint()
+            tasks.append(anyio.get_current_task().id)
+
+    hooks = [SometimesWaits() for _ in range(4)]
+    async with hookrun.MonitoredSession(creator(), hooks) as sess:
+        me = anyio.get_current_task().id
+        VAR.set("caller")
+        await sess.run()  # learns that the hooks wait (the first one waited in the caller's task)
+        assert VAR.get() == "caller"
+        for _ in range(3):
+            tasks.clear()
+            await sess.run()
+            assert len(tasks) == 4 and me not in tasks  # every hook on a worker: they waited
+            assert VAR.get() == "caller"
+        for hook in hooks:
+            hook.waits = False
+        await sess.run()  # still handed over: they waited last time, and now they do not
+        for _ in range(20):
+            tasks.clear()
+            await sess.run()
+            assert tasks == [me] * 4
+            assert VAR.get() == "caller"

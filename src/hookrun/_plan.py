@@ -84,8 +84,9 @@ class PhasePlan:
         self.scoped = True
         self.can_unscope = phase in _HOT_PHASES
         self.quiet = 0
-        #: How many hooks suspended in the phase's last run that had one suspend.
-        self.waiters = 1
+        #: How many hooks suspended in the phase's last run under the scoped or the
+        #: suspension path (0: none did, or the phase never ran there).
+        self.waiters = 0
         self.refresh()
 
     def refresh(self) -> None:
@@ -100,7 +101,7 @@ class PhasePlan:
         self.quiet = 0
 
     def ran_quietly(self) -> None:
-        """A scoped run in which no hook suspended."""
+        """A run through the scoped path in which no hook suspended."""
         self.quiet += 1
         if self.can_unscope and self.quiet >= QUIET_RUNS_BEFORE_UNSCOPED:
             self.scoped = False
