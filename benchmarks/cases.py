@@ -29,6 +29,7 @@ from hookrun import (
     SessionRunValues,
     SingularMonitoredSession,
 )
+from hookrun._wake import waker_factory
 
 from ._harness import Case, Timing, clock, timed
 from .reference import ReferenceSession, drive
@@ -342,15 +343,18 @@ def _tasks_for_waiters(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
     return make
 
 
-def _pooled_workers(k: int, contexts: bool = False) -> Callable[[anyio.abc.TaskGroup], Probe]:
+def _pooled_workers(k: int, contexts: bool = False, native: bool = False) -> Callable[[anyio.abc.TaskGroup], Probe]:
     """The floor of the pooled design for ``k`` suspend-once hooks: per phase, the first
     hook awaited in the calling task and ``k - 1`` handed to parked worker tasks, one
     ``anyio.Event`` to wake each and one to join (no error handling, no cancel scope).
 
     With ``contexts``, every hook runs in its own copied context as issue 3 requires:
-    started in place with ``Context.run`` and driven through a trampoline in it."""
+    started in place with ``Context.run`` and driven through a trampoline in it. With
+    ``native``, the wake-ups are the backend's own (hookrun's ``Waker``: a bare future
+    on asyncio, a rescheduled task on trio) instead of ``anyio.Event``."""
 
     def make(tg: anyio.abc.TaskGroup) -> Probe:
+        new_event: Callable[[], Any] = waker_factory() if native else anyio.Event
         hooks = [SuspendOnce() for _ in range(k)]
         ctx = SessionRunContext(SessionRunArgs(), None)
         values = SessionRunValues(None, RunOptions(), RunMetadata(), 0)
@@ -374,7 +378,7 @@ def _pooled_workers(k: int, contexts: bool = False) -> Callable[[anyio.abc.TaskG
                 state["pending"] -= 1
                 if state["pending"] == 0:
                     state["done"].set()
-                slot[0] = anyio.Event()
+                slot[0] = new_event()
                 idle.append(slot)
                 await slot[0].wait()
 
@@ -387,7 +391,7 @@ def _pooled_workers(k: int, contexts: bool = False) -> Callable[[anyio.abc.TaskG
                 tg.start_soon(worker, [None, coro])
 
         async def phase(coros: list[Coroutine[Any, Any, None]]) -> None:
-            state["done"] = anyio.Event()
+            state["done"] = new_event()
             state["pending"] = len(coros) - 1
             for coro in coros[1:]:
                 hand(coro)
@@ -506,6 +510,7 @@ def step_cases() -> list[Case]:
                     Case("probe_naive_tg_suspend_10", probe_step(_naive_groups(10))),
                     Case("probe_pool_suspend_10", probe_step(_pooled_workers(10))),
                     Case("probe_pool_ctx_suspend_10", probe_step(_pooled_workers(10, contexts=True))),
+                    Case("probe_pool_native_suspend_10", probe_step(_pooled_workers(10, contexts=True, native=True))),
                     Case("probe_floor_suspend_10", probe_step(_tasks_for_waiters(10))),
                     Case("refctx_suspend_10", reference_step(hooks_of("suspend", 10), copy_contexts=True)),
                 ]

@@ -132,6 +132,8 @@ def _derived(m: Measurement) -> dict[str, Stats]:
     _add_ratio(out, m, "suspend_10 / probe_pool_suspend_10", ("suspend_10", BASELINE), ("probe_pool_suspend_10", BASELINE))
     _add_ratio(out, m, "suspend_10 / probe_pool_ctx_suspend_10", ("suspend_10", BASELINE), ("probe_pool_ctx_suspend_10", BASELINE))
     _add_ratio(out, m, "probe_pool_ctx_suspend_10 / probe_naive_tg_suspend_10", ("probe_pool_ctx_suspend_10", BASELINE), ("probe_naive_tg_suspend_10", BASELINE))
+    _add_ratio(out, m, "suspend_10 / probe_pool_native_suspend_10", ("suspend_10", BASELINE), ("probe_pool_native_suspend_10", BASELINE))
+    _add_ratio(out, m, "probe_pool_native_suspend_10 / probe_naive_tg_suspend_10", ("probe_pool_native_suspend_10", BASELINE), ("probe_naive_tg_suspend_10", BASELINE))
     if "probe_seq_await_100" in m.steps:
         # 200 inline awaits; perf_anchors.md T1 has 9.24 us per 100 (seq_await_100, asyncio).
         out["slowdown vs perf_anchors (probe_seq_await_100 / 18.5 us)"] = m.derive(

@@ -89,3 +89,29 @@ async def test_copied_contexts_keep_hooks_apart() -> None:
     assert [entry[3] for entry in log if entry[0] == "before"] == ["unset"] * 3
     assert ("started", "b", "b") in log
     assert VAR.get() == "unset"
+
+
+@pytest.mark.parametrize("native", [False, True])
+async def test_pooled_worker_probes_run_every_hook_to_its_end(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suspend-once floors (``probe_pool_*``) finish every hook of both phases, every step."""
+    from benchmarks import cases
+
+    finished: list[str] = []
+
+    async def before_run(self: Any, run_context: Any) -> None:
+        await anyio.lowlevel.checkpoint()
+        finished.append("before")
+
+    async def after_run(self: Any, run_context: Any, run_values: Any) -> None:
+        await anyio.lowlevel.checkpoint()
+        finished.append("after")
+
+    monkeypatch.setattr(cases.SuspendOnce, "before_run", before_run)
+    monkeypatch.setattr(cases.SuspendOnce, "after_run", after_run)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            probe = cases._pooled_workers(10, contexts=True, native=native)(tg)
+            for step in range(1, 4):
+                await probe()
+                assert finished.count("before") == finished.count("after") == 10 * step
+            tg.cancel_scope.cancel()
