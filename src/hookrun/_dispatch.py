@@ -399,7 +399,18 @@ class Dispatcher:
                     return [stop.value]
                 return self._finish_single(plan, [], [], 0, coro, context, yielded)
             if not plan.scoped or plan.n_async == 1:
-                return self._start_from(plan, args, [], 0)
+                every = plan.all_async
+                if every is None:
+                    return self._start_from(plan, args, [])
+                results: list[Any] = []
+                base = copy_context()
+                context = base.copy()
+                coro, yielded = context.run(_start_quiet, every, args, results, context, base)
+                if coro is None:
+                    return results
+                if coro is _CHANGED:
+                    return self._start_from(plan, args, results)
+                return self._suspended(plan, args, results, coro, context, yielded)
         if type(args) is tuple:
             args = [args] * len(plan.calls)
         if trace is not None:
@@ -411,18 +422,20 @@ class Dispatcher:
         plan: PhasePlan,
         args: Sequence[tuple[Any, ...]] | tuple[Any, ...],
         results: list[Any],
-        first: int,
     ) -> list[Any] | Coroutine[Any, Any, list[Any]]:
-        """The unscoped fast path: ``args`` is one tuple shared by every call, or one per call."""
+        """The unscoped fast path, from the call after those in ``results`` on: ``args`` is
+        one tuple shared by every call, or one per call."""
         fns = plan.fns
         count = len(fns)
         shared = type(args) is tuple
-        position = first
+        position = len(results)
         context: Context | None = None
         base: Any = None  # the pristine copy ``context`` is compared with; set with it
+        runs = plan.runs
         while position < count:
-            fn, is_async = fns[position]
-            if not is_async:
+            run = runs[position]
+            if run is None:  # a plain function
+                fn = fns[position][0]
                 result = fn(*args) if shared else fn(*args[position])
                 if result is not None and type(result) is not SessionRunArgs:
                     _check_sync_result(plan.calls[position], result)
@@ -433,17 +446,31 @@ class Dispatcher:
             if context is None:
                 base = copy_context()
                 context = base.copy()
-            position, coro, yielded = context.run(_start_quiet, fns, args, results, position, context, base)
+            coro, yielded = context.run(_start_quiet, run, args, results, context, base)
+            position = len(results)
             if coro is _CHANGED:
                 context = None
             elif coro is not None:
-                if shared:
-                    args = [args] * count  # type: ignore[list-item]
-                if plan.n_async == 1:  # no sibling to run beside it or to be cancelled by
-                    return self._finish_single(plan, args, results, position, coro, context, yielded)
-                results += [None] * (count - position)
-                return self._after_first_suspension(plan, args, results, position, coro, context, yielded)
+                return self._suspended(plan, args, results, coro, context, yielded)
         return results
+
+    def _suspended(
+        self,
+        plan: PhasePlan,
+        args: Sequence[tuple[Any, ...]] | tuple[Any, ...],
+        results: list[Any],
+        coro: Coroutine[Any, Any, Any],
+        context: Context,
+        yielded: Any,
+    ) -> Coroutine[Any, Any, list[Any]]:
+        """The fast path's call at position ``len(results)`` suspended: finish the phase in a coroutine."""
+        position = len(results)
+        if type(args) is tuple:
+            args = [args] * len(plan.calls)
+        if plan.n_async == 1:  # no sibling to run beside it or to be cancelled by
+            return self._finish_single(plan, args, results, position, coro, context, yielded)
+        results += [None] * (len(plan.calls) - position)
+        return self._after_first_suspension(plan, args, results, position, coro, context, yielded)
 
     async def _finish_single(
         self,
@@ -457,7 +484,7 @@ class Dispatcher:
     ) -> list[Any]:
         """The phase's only async hook suspended: drive it here, then make the sync calls after it."""
         results.append(await _drive(coro, context, yielded))
-        rest = self._start_from(plan, args, results, position + 1)
+        rest = self._start_from(plan, args, results)
         assert type(rest) is list  # only sync calls are left
         return rest
 
@@ -585,78 +612,67 @@ _CHANGED: Any = object()
 
 
 def _start_quiet(
-    fns: Sequence[tuple[Callable[..., Any], bool]],
+    fns: tuple[Callable[..., Any], ...],
     args: Sequence[tuple[Any, ...]] | tuple[Any, ...],
     results: list[Any],
-    first: int,
     context: Context,
     base: Context,
-) -> tuple[int, Any, Any]:
-    """Run inside ``context``: start the async calls from ``first`` on, in place, one
-    after another, as long as each finishes without suspending.
+) -> tuple[Any, Any]:
+    """Run inside ``context``: start the async calls ``fns`` (consecutive ones, the first
+    at position ``len(results)``), in place, one after another, as long as each
+    finishes without suspending; append their results.
 
     Each call must start in a context of its own, equal to the caller's. A copied
     context costs a copy and a ``Context.run`` per call (a third of a no-op hook's
     cost), so consecutive calls share one copy for as long as it still equals
     ``base``, the pristine snapshot it was copied from: a call that finishes and left
-    it unchanged leaves nothing the next call could see. Returns the next position
-    and: ``None`` (stopped before a plain function, or at the end), ``_CHANGED`` (the
-    call before the position set a variable: the next needs a fresh copy), or the
-    coroutine that suspended at the position and the value it yielded (it keeps
-    ``context``).
+    it unchanged leaves nothing the next call could see. Returns ``(None, None)``
+    when every call finished, ``(_CHANGED, None)`` when the last call appended set a
+    variable (the next needs a fresh copy), or the coroutine that suspended (at
+    position ``len(results)``; it keeps ``context``) and the value it yielded.
 
     The loop is written out per kind of ``args`` (shared by every call with one or two
     arguments, as before_run and after_run without fetches have, or one tuple per call):
     ``fn(a)`` costs a fifth less than ``fn(*args[position])`` on a no-op hook.
     """
     append = results.append
-    count = len(fns)
     if type(args) is tuple and len(args) == 1:
         (a,) = args
-        for position in range(first, count):
-            fn, is_async = fns[position]
-            if not is_async:
-                return position, None, None
+        for fn in fns:
             coro = fn(a)
             try:
                 yielded = coro.send(None)
             except StopIteration as stop:
                 append(stop.value)
                 if context != base:
-                    return position + 1, _CHANGED, None
+                    return _CHANGED, None
                 continue
-            return position, coro, yielded
+            return coro, yielded
     elif type(args) is tuple and len(args) == 2:
         a, b = args
-        for position in range(first, count):
-            fn, is_async = fns[position]
-            if not is_async:
-                return position, None, None
+        for fn in fns:
             coro = fn(a, b)
             try:
                 yielded = coro.send(None)
             except StopIteration as stop:
                 append(stop.value)
                 if context != base:
-                    return position + 1, _CHANGED, None
+                    return _CHANGED, None
                 continue
-            return position, coro, yielded
+            return coro, yielded
     else:
         shared = type(args) is tuple
-        for position in range(first, count):
-            fn, is_async = fns[position]
-            if not is_async:
-                return position, None, None
-            coro = fn(*args) if shared else fn(*args[position])
+        for fn in fns:
+            coro = fn(*args) if shared else fn(*args[len(results)])
             try:
                 yielded = coro.send(None)
             except StopIteration as stop:
                 append(stop.value)
                 if context != base:
-                    return position + 1, _CHANGED, None
+                    return _CHANGED, None
                 continue
-            return position, coro, yielded
-    return count, None, None
+            return coro, yielded
+    return None, None
 
 
 def _call_plain(plan: PhasePlan, args: Sequence[tuple[Any, ...]] | tuple[Any, ...]) -> list[Any]:

@@ -75,7 +75,10 @@ class PhasePlan:
     always scoped.
     """
 
-    __slots__ = ("calls", "can_unscope", "fns", "n_async", "phase", "quiet", "scoped", "single", "waiters")
+    __slots__ = (
+        "all_async", "calls", "can_unscope", "fns", "n_async", "phase", "quiet", "runs", "scoped", "single",
+        "waiters",
+    )
 
     def __init__(self, phase: str, calls: Sequence[Call]) -> None:
         self.phase = phase
@@ -92,6 +95,20 @@ class PhasePlan:
     def refresh(self) -> None:
         """Recompute the fast path's ``(function, is_async)`` pairs after wrapping calls."""
         self.fns = tuple((call.fn, call.is_async) for call in self.calls)
+        #: Per position: the functions of the async calls from there up to the next plain
+        #: function (or the end), which the fast path starts in one loop; None at a plain one.
+        runs: list[tuple[Callable[..., Any], ...] | None] = []
+        for position, call in enumerate(self.calls):
+            if not call.is_async:
+                runs.append(None)
+                continue
+            end = position
+            while end < len(self.calls) and self.calls[end].is_async:
+                end += 1
+            runs.append(tuple(later.fn for later in self.calls[position:end]))
+        self.runs = tuple(runs)
+        #: The functions of every call when all are async (several, or ``single`` is set), else None.
+        self.all_async = runs[0] if len(runs) > 1 and self.n_async == len(runs) else None
         #: The function of the phase's only call, when that call is async (the K=1 fast path).
         self.single = self.calls[0].fn if len(self.calls) == 1 and self.calls[0].is_async else None
 
