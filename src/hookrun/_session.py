@@ -434,9 +434,16 @@ class _MonitoredSessionBase:
             self._refuse_broken()
         keys: list[Hashable] = []
         shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-        options = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         metadata = RunMetadata() if run_metadata is None else run_metadata
-        values = await self._session_run(raw, keys, feed_dict or _NO_FEEDS, options, metadata)
+        feeds = feed_dict or _NO_FEEDS
+        if options is None:
+            # ``_session_run`` written out for the default options: its coroutine frame is
+            # a sixth of this whole step's cost (measured 1.56 -> 1.37x the reference, K=0).
+            values = await raw.run(keys, feeds, DEFAULT_OPTIONS, metadata)
+            if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+                values = check_values(raw, keys, values)
+        else:
+            values = await self._session_run(raw, keys, feeds, check_options(options, "the caller"), metadata)
         if self._local is not None:
             self._local.increment_nowait(1)
         else:
