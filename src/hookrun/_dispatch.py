@@ -267,9 +267,10 @@ class _WorkerPool:
 
         Each call is started in place, in a copy of the context the calling task handed
         over (a plain function runs in that context itself), and one that suspends is
-        driven to its end before the next is taken. The loop is written out here, not
-        shared with the calling task's ``start_calls``: two coroutine frames fewer per
-        call measured 4-5% of a step of 10 hooks that suspend once.
+        driven to its end before the next is taken. The loop is written out here, a
+        near-copy of the calling task's ``start_calls`` on purpose: two coroutine
+        frames fewer per resumption measured 4-5% of a step of 10 hooks that suspend
+        once, and a shared synchronous "start the next call" helper still cost 3%.
         """
         scope = worker.scope
         cancelled = anyio.get_cancelled_exc_class()
