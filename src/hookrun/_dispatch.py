@@ -160,6 +160,7 @@ class _Fanout:
         self.stopping = True
         for worker in self.active:
             if worker.running:
+                worker.cancelled = True
                 worker.scope.cancel()
         if self.scope is not None:
             self.scope.cancel()
@@ -214,11 +215,14 @@ class _Fanout:
 class _Worker:
     """A parked task of the pool: one long-lived cancel scope, woken by a :class:`Waker` per job."""
 
-    __slots__ = ("job", "running", "scope", "wake")
+    __slots__ = ("cancelled", "job", "running", "scope", "wake")
 
     def __init__(self) -> None:
         self.job: _Fanout | None = None
         self.running = False
+        #: Whether a failing phase cancelled ``scope`` (which nothing else cancels): read
+        #: instead of ``scope.cancel_called``, a property that costs 0.7 us on trio.
+        self.cancelled = False
         self.wake: Waker | None = None
         self.scope = anyio.CancelScope()
 
@@ -310,7 +314,7 @@ class _WorkerPool:
                             try:
                                 results[position] = await _drive(coro, context, yielded)
                             except cancelled:
-                                if not scope.cancel_called:  # cancelled from outside the phase
+                                if not worker.cancelled:  # cancelled from outside the phase
                                     fan.stop()
                                     raise
                                 # else a sibling failed: the worker's scope absorbs it
@@ -319,7 +323,7 @@ class _WorkerPool:
                     finally:
                         worker.running = False
                         fan.worker_done(worker)
-                    if scope.cancel_called:
+                    if worker.cancelled:
                         return  # cancelled by a failing phase: retire
                     self.idle.append(worker)
                 # else: its job was taken back before it ran, and it is in the idle list already
