@@ -98,14 +98,11 @@ class PhasePlan:
         #: Per position: the functions of the async calls from there up to the next plain
         #: function (or the end), which the fast path starts in one loop; None at a plain one.
         runs: list[tuple[Callable[..., Any], ...] | None] = []
-        for position, call in enumerate(self.calls):
-            if not call.is_async:
-                runs.append(None)
-                continue
-            end = position
-            while end < len(self.calls) and self.calls[end].is_async:
-                end += 1
-            runs.append(tuple(later.fn for later in self.calls[position:end]))
+        run: tuple[Callable[..., Any], ...] = ()
+        for call in reversed(self.calls):  # from the end: each run extends the one after it
+            run = (call.fn, *run) if call.is_async else ()
+            runs.append(run if call.is_async else None)
+        runs.reverse()
         self.runs = tuple(runs)
         #: The functions of every call when all are async (several, or ``single`` is set), else None.
         self.all_async = runs[0] if len(runs) > 1 and self.n_async == len(runs) else None

@@ -19,6 +19,7 @@ as to any other blocking call of the backend.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -74,6 +75,7 @@ def _asyncio_waker() -> Callable[[], Waker]:
     return _AsyncioWaker
 
 
+@functools.cache  # one class for every trio run (the asyncio one is bound to its loop)
 def _trio_waker() -> Callable[[], Waker]:
     from trio.lowlevel import Abort, current_task, reschedule, wait_task_rescheduled
 
