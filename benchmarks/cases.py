@@ -209,16 +209,21 @@ def hooked_step(
 
     async def sample(n: int) -> Timing:
         async with session_type(TrivialCreator(), hooks) as session:
-            gc.collect()
-            start = clock()
-            for _ in range(n):
-                if session.should_stop():
-                    break
-                await session.run()
-            elapsed = timed(start)
+            elapsed = await _time_steps(session, n)
         return elapsed
 
     return sample
+
+
+async def _time_steps(session: MonitoredSession | SingularMonitoredSession | ReferenceSession, n: int) -> Timing:
+    """Time ``n`` steps of an open session: a stop check and ``await session.run()`` each."""
+    gc.collect()
+    start = clock()
+    for _ in range(n):
+        if session.should_stop():
+            break
+        await session.run()
+    return timed(start)
 
 
 def reference_step(make_hooks: HookFactory, *, copy_contexts: bool) -> Callable[[int], Coroutine[Any, Any, Timing]]:
@@ -227,14 +232,7 @@ def reference_step(make_hooks: HookFactory, *, copy_contexts: bool) -> Callable[
 
     async def sample(n: int) -> Timing:
         async with anyio.create_task_group() as tg:
-            session = ReferenceSession(TrivialSession(), hooks, tg, copy_contexts=copy_contexts)
-            gc.collect()
-            start = clock()
-            for _ in range(n):
-                if session.should_stop():
-                    break
-                await session.run()
-            elapsed = timed(start)
+            elapsed = await _time_steps(ReferenceSession(TrivialSession(), hooks, tg, copy_contexts=copy_contexts), n)
         return elapsed
 
     return sample
