@@ -128,12 +128,11 @@ def _derived(m: Measurement) -> dict[str, Stats]:
         _add_ratio(out, m, f"async_{k} / refctx_async_{k}", (hooked_name("async", k), BASELINE), (f"refctx_async_{k}", BASELINE))
         _add_ratio(out, m, f"refctx_async_{k} / ref_async_{k}", (f"refctx_async_{k}", BASELINE), (f"ref_async_{k}", BASELINE))
     _add_ratio(out, m, "fetch_async_extra / ref_fetch_async_extra", ("fetch_async_10", "async_10"), ("ref_fetch_async_10", "ref_async_10"))
-    _add_ratio(out, m, "suspend_10 / probe_naive_tg_suspend_10", ("suspend_10", BASELINE), ("probe_naive_tg_suspend_10", BASELINE))
-    _add_ratio(out, m, "suspend_10 / probe_pool_suspend_10", ("suspend_10", BASELINE), ("probe_pool_suspend_10", BASELINE))
-    _add_ratio(out, m, "suspend_10 / probe_pool_ctx_suspend_10", ("suspend_10", BASELINE), ("probe_pool_ctx_suspend_10", BASELINE))
-    _add_ratio(out, m, "probe_pool_ctx_suspend_10 / probe_naive_tg_suspend_10", ("probe_pool_ctx_suspend_10", BASELINE), ("probe_naive_tg_suspend_10", BASELINE))
-    _add_ratio(out, m, "suspend_10 / probe_pool_native_suspend_10", ("suspend_10", BASELINE), ("probe_pool_native_suspend_10", BASELINE))
-    _add_ratio(out, m, "probe_pool_native_suspend_10 / probe_naive_tg_suspend_10", ("probe_pool_native_suspend_10", BASELINE), ("probe_naive_tg_suspend_10", BASELINE))
+    naive = "probe_naive_tg_suspend_10"
+    for floor in ("probe_pool_suspend_10", "probe_pool_ctx_suspend_10", "probe_pool_native_suspend_10"):
+        _add_ratio(out, m, f"suspend_10 / {floor}", ("suspend_10", BASELINE), (floor, BASELINE))
+    for top in ("suspend_10", "probe_pool_ctx_suspend_10", "probe_pool_native_suspend_10"):
+        _add_ratio(out, m, f"{top} / {naive}", (top, BASELINE), (naive, BASELINE))
     if "probe_seq_await_100" in m.steps:
         # 200 inline awaits; perf_anchors.md T1 has 9.24 us per 100 (seq_await_100, asyncio).
         out["slowdown vs perf_anchors (probe_seq_await_100 / 18.5 us)"] = m.derive(
