@@ -2,8 +2,7 @@
 
 ``plan_hooks`` validates the hooks (an object with none of the five methods is
 a ``TypeError`` naming it) and records, for every phase, the hooks that really
-override that method, each marked sync or async. ``PhasePlan`` also carries what
-the dispatcher learns at run time: whether the phase needs a cancel scope.
+override that method, each marked sync or async.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import Any
 
 from ._hooks import HOOK_METHODS, SessionRunHook
 
-__all__ = ["QUIET_RUNS_BEFORE_UNSCOPED", "Call", "PhasePlan", "hook_name", "is_async_callable", "plan_hooks"]
+__all__ = ["Call", "PhasePlan", "hook_name", "is_async_callable", "plan_hooks"]
 
 _BASE_METHODS = {name: getattr(SessionRunHook, name) for name in HOOK_METHODS}
 
@@ -60,43 +59,31 @@ class Call:
         self.is_async = is_async_callable(fn)
 
 
-#: Runs in a row without any suspension after which a hot phase drops its cancel scope.
-QUIET_RUNS_BEFORE_UNSCOPED = 16
-_HOT_PHASES = frozenset({"before_run", "after_run"})
-
-
 class PhasePlan:
-    """The calls of one phase, in hook list order, and what the dispatcher learnt about them.
+    """The calls of one phase, in hook list order, and how the dispatcher starts them.
 
-    A phase with several async hooks runs under a cancel scope (so a failing hook can
-    cancel every other one) until it has run ``QUIET_RUNS_BEFORE_UNSCOPED`` times in a
-    row without any hook suspending; then it runs unscoped (no scope cost per step)
-    until a hook suspends again. ``begin``, ``after_create_session`` and ``end`` are
-    always scoped.
+    Everything here is fixed when the hooks are frozen, except ``waiters``: how many
+    hooks waited in the phase's last run that had one wait. It only decides how many
+    pooled workers are woken at once when a hook waits, never whether or how a call is
+    cancelled, so a wrong guess costs a wake-up, not correctness.
     """
 
-    __slots__ = (
-        "all_async", "calls", "can_unscope", "fns", "n_async", "phase", "quiet", "runs", "scoped", "single",
-        "waiters",
-    )
+    __slots__ = ("calls", "cancellable", "n_async", "phase", "runs", "waiters")
 
     def __init__(self, phase: str, calls: Sequence[Call]) -> None:
         self.phase = phase
         self.calls = tuple(calls)
-        self.n_async = sum(call.is_async for call in self.calls)
-        self.scoped = True
-        self.can_unscope = phase in _HOT_PHASES
-        self.quiet = 0
-        #: How many hooks suspended in the phase's last run under the scoped or the
-        #: suspension path (0: none did, or the phase never ran there).
         self.waiters = 0
         self.refresh()
 
     def refresh(self) -> None:
-        """Recompute the fast path's ``(function, is_async)`` pairs after wrapping calls."""
-        self.fns = tuple((call.fn, call.is_async) for call in self.calls)
+        """Recompute what depends on the calls' functions (after the dispatcher wraps them)."""
+        self.n_async = sum(call.is_async for call in self.calls)
+        #: Whether a call may wait while a sibling fails, so that running the phase needs a
+        #: cancel scope around the calling task (two async calls or more).
+        self.cancellable = self.n_async >= 2
         #: Per position: the functions of the async calls from there up to the next plain
-        #: function (or the end), which the fast path starts in one loop; None at a plain one.
+        #: function (or the end), which are started in one loop; None at a plain function.
         runs: list[tuple[Callable[..., Any], ...] | None] = []
         run: tuple[Callable[..., Any], ...] = ()
         for call in reversed(self.calls):  # from the end: each run extends the one after it
@@ -104,21 +91,6 @@ class PhasePlan:
             runs.append(run if call.is_async else None)
         runs.reverse()
         self.runs = tuple(runs)
-        #: The functions of every call when all are async (several, or ``single`` is set), else None.
-        self.all_async = runs[0] if len(runs) > 1 and self.n_async == len(runs) else None
-        #: The function of the phase's only call, when that call is async (the K=1 fast path).
-        self.single = self.calls[0].fn if len(self.calls) == 1 and self.calls[0].is_async else None
-
-    def suspended(self) -> None:
-        """A hook of this phase suspended: scope the phase again."""
-        self.scoped = True
-        self.quiet = 0
-
-    def ran_quietly(self) -> None:
-        """A run through the scoped path in which no hook suspended."""
-        self.quiet += 1
-        if self.can_unscope and self.quiet >= QUIET_RUNS_BEFORE_UNSCOPED:
-            self.scoped = False
 
 
 def plan_hooks(hooks: Sequence[object]) -> dict[str, PhasePlan]:

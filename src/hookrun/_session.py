@@ -122,6 +122,8 @@ class _MonitoredSessionBase:
         self._before, self._after, self._end = plans["before_run"], plans["after_run"], plans["end"]
         self._hooked = bool(self._before.calls or self._after.calls)
         self._step = self._run_hooked if self._hooked else self._run_bare
+        #: Whether a step needs a cancel scope around its phases (a phase has several async hooks).
+        self._step_scoped = self._before.cancellable or self._after.cancellable
         self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
         #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
@@ -149,7 +151,7 @@ class _MonitoredSessionBase:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
-            await self._dispatcher.run(self._begin, ())
+            await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
             await self._create(self._retry.budget())
         except BaseException as exc:
             await self._teardown(call_end=False, error=exc)
@@ -188,7 +190,7 @@ class _MonitoredSessionBase:
         interrupted: BaseException | None = None
         if call_end:
             try:
-                await self._dispatcher.run(self._end, (self._raw,))
+                await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls))
             except Exception as exc:
                 failures.append(exc)
             except BaseException as exc:  # cancelled while ending: still close, then propagate
@@ -271,7 +273,7 @@ class _MonitoredSessionBase:
             raise
         self._raw, self._coord = raw, coord
         try:
-            await self._dispatcher.run(self._after_create, (raw, coord))
+            await self._dispatcher.run(self._after_create, [(raw, coord)] * len(self._after_create.calls))
         except BaseException:
             await self._close_current(raise_errors=False)
             raise
@@ -485,7 +487,22 @@ class _MonitoredSessionBase:
         options: RunOptions | None,
         run_metadata: RunMetadata | None,
     ) -> Any:
-        """A step with hooks: before_run → merge → session run → step counter → after_run."""
+        """A step with hooks, under a cancel scope when a phase has several async hooks."""
+        if self._step_scoped:
+            with self._dispatcher.new_scope() as scope:
+                return await self._hooked_step(fetches, feed_dict, options, run_metadata, scope)
+            raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
+        return await self._hooked_step(fetches, feed_dict, options, run_metadata, None)
+
+    async def _hooked_step(
+        self,
+        fetches: object,
+        feed_dict: Mapping[Any, Any] | None,
+        options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+        scope: anyio.CancelScope | None,
+    ) -> Any:
+        """before_run → merge → session run → step counter → after_run."""
         raw = self._raw
         if raw is None:
             self._refuse_broken()
@@ -506,8 +523,8 @@ class _MonitoredSessionBase:
         before = self._before
         requests: Sequence[Any] = ()
         if before.calls:
-            started = self._dispatcher.start(before, (ctx,), trace)
-            requests = started if isinstance(started, list) else await started
+            started = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
+            requests = started if type(started) is list else await started  # type: ignore[misc]
         if requests and requests.count(None) != len(requests):
             layout = self._layout
             if layout is None or not layout.fits(fetches, requests):
@@ -525,9 +542,8 @@ class _MonitoredSessionBase:
         after = self._after
         if after.calls:
             nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
-            args: Sequence[tuple[Any, ...]] | tuple[Any, ...]
             if shapes is None:
-                args = (ctx, nothing)
+                args = [(ctx, nothing)] * len(after.calls)
             else:
                 args = [
                     (ctx, nothing if call.index not in shapes else _new_tuple(
@@ -535,9 +551,9 @@ class _MonitoredSessionBase:
                     ))
                     for call in after.calls
                 ]
-            finishing = self._dispatcher.start(after, args, metadata.timings if merged.trace else None)
-            if not isinstance(finishing, list):
-                await finishing
+            finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
+            if type(finishing) is not list:
+                await finishing  # type: ignore[misc]
         return None if shape is None else _nest.pack(shape, values)
 
 

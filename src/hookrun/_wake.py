@@ -1,4 +1,4 @@
-"""One-shot wake-ups for one parked task: the cheapest the running backend offers.
+"""The running backend's cheapest primitives: one-shot wake-ups and cancel scopes.
 
 The dispatcher parks a pooled worker until a phase hands it calls, and parks the
 calling task until the workers of a phase are done. ``anyio.Event`` does this
@@ -15,6 +15,12 @@ time in events. A :class:`Waker` has one waiter and one ``set``:
 ``set`` does nothing; a cancelled ``wait`` raises the backend's cancellation, and a
 ``set`` after it does nothing. Cancel scopes, shielding included, apply to ``wait``
 as to any other blocking call of the backend.
+
+``scope_factory`` gives the cancel scope class of the running backend: on trio,
+``trio.CancelScope`` itself (anyio's wraps it and costs half as much again to
+enter and exit, 8.6 against 5.4 us); elsewhere anyio's own class, looked up once
+(``anyio.CancelScope()`` looks the backend up on every call). Either has anyio's
+``cancel()``, ``cancel_called`` and shielding semantics.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any, Protocol
 
 import anyio
 
-__all__ = ["Waker", "waker_factory"]
+__all__ = ["Waker", "scope_factory", "waker_factory"]
 
 
 class Waker(Protocol):
@@ -44,6 +50,16 @@ def waker_factory() -> Callable[[], Waker]:
     if backend.endswith("._trio"):
         return _trio_waker()
     return anyio.Event
+
+
+def scope_factory() -> Callable[[], anyio.CancelScope]:
+    """The cancel scope class for the running event loop (call it inside that loop)."""
+    anyio_class = type(anyio.CancelScope())
+    if anyio_class.__module__.endswith("._trio"):
+        import trio
+
+        return trio.CancelScope  # type: ignore[return-value]
+    return anyio_class
 
 
 def _asyncio_waker() -> Callable[[], Waker]:
