@@ -575,3 +575,34 @@ async def test_a_hook_that_waits_stays_in_the_task_that_started_it_and_later_ste
             await sess.run()
             assert tasks == [me] * 4
             assert VAR.get() == "caller"
+
+
+@pytest.mark.parametrize("quiet_steps", [1, 20, 100])
+async def test_a_hook_waiting_for_the_first_time_is_cancelled_when_a_sibling_fails(quiet_steps: int) -> None:
+    """After many quiet steps, a hook that waits for the first time (inside a cancel scope of
+    its own) while a sibling fails is cancelled at once, and run() raises the sibling's error."""
+    armed_at = quiet_steps + 1
+    cancelled: list[int] = []
+
+    class Waiter(SessionRunHook):
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            if run_context.global_step + 1 == armed_at:
+                try:
+                    with anyio.move_on_after(3600):
+                        await anyio.sleep_forever()
+                except anyio.get_cancelled_exc_class():
+                    cancelled.append(run_context.global_step)
+                    raise
+
+    class Failer(SessionRunHook):
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            if run_context.global_step + 1 == armed_at:
+                await anyio.lowlevel.checkpoint()
+                raise ValueError("sibling failed")
+
+    async with hookrun.MonitoredSession(creator(), [Waiter(), Failer()]) as sess:
+        for _ in range(quiet_steps):
+            await sess.run()
+        with anyio.fail_after(5), pytest.raises(ValueError, match="sibling failed"):
+            await sess.run()
+    assert cancelled == [quiet_steps]
