@@ -1,5 +1,5 @@
 """The dispatcher driven directly, the way pluggy tests its ``_multicall``: every phase
-(and so every argument count) × every kind of hook call × every position in the list ×
+(and so every argument count) x every kind of hook call x every position in the list x
 the dispatcher's state (its first runs, or after many quiet runs).
 
 Each case runs a phase of three hooks: the hook under test at one position, an async
@@ -109,7 +109,7 @@ async def run_phase(dispatcher: Dispatcher, phase: str) -> list[Any]:
 def hooks_for(phase: str, kind: str, position: int, log: list[tuple[str, Any]]) -> tuple[list[object], Any]:
     fillers: list[object] = [Quick(phase, log), Plain(phase)]
     target = make_hook(phase, kind, log)
-    hooks = fillers[:position] + [target] + fillers[position:]
+    hooks = [*fillers[:position], target, *fillers[position:]]
     return hooks, target
 
 
@@ -142,7 +142,7 @@ async def test_phase_kind_position_state(phase: str, kind: str, position: int, w
             else:
                 results = await run_phase(dispatcher, phase)
                 fillers = ["quick", "plainfiller"]
-                assert results == fillers[:position] + [kind] + fillers[position:]
+                assert results == [*fillers[:position], kind, *fillers[position:]]
         assert VAR.get() == "caller"
         assert all(seen == "caller" for what, seen in log if what == "var"), log
         assert all(same for what, same in log if what == "same task"), log
