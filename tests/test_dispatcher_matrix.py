@@ -136,6 +136,7 @@ async def test_phase_kind_position_state(phase: str, kind: str, position: int, w
                 with pytest.raises(expected) as info:
                     await run_phase(dispatcher, phase)
                 if kind == "hangs":
+                    assert isinstance(info.value, HookTimeoutError)
                     assert info.value.phase == phase and "hangs_hook" in str(info.value)
                 else:
                     assert str(info.value) == kind
