@@ -96,7 +96,7 @@ class _MonitoredSessionBase:
     def __init__(
         self,
         session_creator: object,
-        hooks: Iterable[object] = (),
+        hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,
         step_counter: StepCounter | None = None,
@@ -555,7 +555,7 @@ class MonitoredSession(_MonitoredSessionBase):
     def __init__(
         self,
         session_creator: object,
-        hooks: Iterable[object] = (),
+        hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,
         retry: RetryPolicy | None = None,
@@ -584,7 +584,7 @@ class SingularMonitoredSession(_MonitoredSessionBase):
     def __init__(
         self,
         session_creator: object,
-        hooks: Iterable[object] = (),
+        hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,
         step_counter: StepCounter | None = None,

@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from ._overrides import check_overrides
 from ._plan import is_async_callable
 from ._step import LocalStepCounter, StepCounter
 
@@ -42,10 +43,17 @@ def creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
     )
 
 
-def hook_list(hooks: Iterable[object]) -> tuple[object, ...]:
+def hook_list(hooks: Iterable[object] | None) -> tuple[object, ...]:
+    """The hooks as a tuple (``None``: no hooks, as in TensorFlow), each checked for plain
+    overrides of async base methods."""
+    if hooks is None:
+        return ()
     if hasattr(hooks, "before_run") or hasattr(hooks, "after_run") or not isinstance(hooks, Iterable):
         raise TypeError(f"hooks must be a list of hooks, got {type(hooks).__name__}; wrap a single hook in a list")
-    return tuple(hooks)
+    frozen = tuple(hooks)
+    for index, hook in enumerate(frozen):
+        check_overrides(hook, index)
+    return frozen
 
 
 def check_seconds(name: str, value: object, *, allow_zero: bool) -> None:
