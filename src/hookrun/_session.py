@@ -262,7 +262,9 @@ class _MonitoredSessionBase:
         raw = await self._create_session()
         try:
             check_session(raw)
-            coord = Coordinator(clean_stop_exception_types=(), step_counter=self._counter)
+            # Default clean-stop types: a background task ending its input with
+            # OutOfRangeError / StopAsyncIteration / EndOfStream ends the session cleanly.
+            coord = Coordinator(step_counter=self._counter)
             assert self._tg is not None
             await coord._open_in(self._tg)
         except BaseException:
