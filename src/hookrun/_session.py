@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
 from . import _nest
+from ._closing import close_session
 from ._coordinator import Coordinator
 from ._dispatch import Dispatcher
 from ._errors import (
@@ -205,8 +206,11 @@ class _MonitoredSessionBase:
             assert error is not None
             error.add_note(f"hookrun: closing after this error also failed: {other!r}")
 
-    async def _close_current(self, *, raise_errors: bool) -> list[BaseException]:
-        """Close the current coordinator and session (shielded, bounded by the grace period)."""
+    async def _close_current(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
+        """Close the current coordinator and session (shielded, bounded by the grace period).
+
+        With ``log_session_errors`` (recovery), an error closing the raw session is logged, not returned.
+        """
         coord, raw = self._coord, self._raw
         self._coord = self._raw = None
         failures: list[BaseException] = []
@@ -220,7 +224,12 @@ class _MonitoredSessionBase:
                 try:
                     await _aclose(raw)
                 except Exception as exc:
-                    failures.append(exc)
+                    if not log_session_errors:
+                        failures.append(exc)
+                    else:  # recovery closes a failed session: its close errors must not stop recovery
+                        logger().warning(
+                            "error while closing a failed session (recovery goes on): %r", exc, exc_info=exc
+                        )
         if scope.cancelled_caught:
             logger().warning(
                 "closing the session took longer than stop_grace_period=%ss; gave up waiting",
@@ -281,8 +290,8 @@ class _MonitoredSessionBase:
     async def _recover(self, budget: RetryBudget, cause: BaseException) -> None:
         logger().warning("recovering from %r: re-creating the session", cause)
         coord_error = self._coord.exception if self._coord is not None else None
-        failures = await self._close_current(raise_errors=True)
-        for exc in failures:
+        failures = await self._close_current(raise_errors=True, log_session_errors=True)
+        for exc in failures:  # only the coordinator's now
             if exc is coord_error and self._is_recoverable(exc):
                 continue
             if self._is_recoverable(exc):
@@ -610,9 +619,8 @@ class SingularMonitoredSession(_MonitoredSessionBase):
 
 
 async def _aclose(raw: object) -> None:
-    close = getattr(raw, "aclose", None)
-    if close is not None:
-        await close()
+    # ``aclose()``, or a TensorFlow-style ``close()`` (a plain one in a worker thread).
+    await close_session(raw)
 
 
 async def _aclose_logged(raw: object) -> None:

@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from ._closing import check_closable
 from ._overrides import check_overrides
 from ._plan import is_async_callable
 from ._step import LocalStepCounter, StepCounter
@@ -83,12 +84,14 @@ def exception_types(types_: Iterable[type[BaseException]]) -> tuple[type[BaseExc
 
 
 def check_session(raw: object) -> None:
+    """A created session has ``async def run`` and, if it has ``aclose``, an async one."""
     run = getattr(raw, "run", None)
     if run is None or not is_async_callable(run):
         raise TypeError(
             f"the session creator returned {raw!r} ({type(raw).__name__}), which is not a "
             "session: it needs 'async def run(fetches, feed_dict, options, run_metadata)'"
         )
+    check_closable(raw)
 
 
 def check_step_fn(step_fn: object) -> None:
