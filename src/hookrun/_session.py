@@ -187,6 +187,13 @@ class _MonitoredSessionBase:
         self._state = _CLOSED
         failures: list[BaseException] = []
         interrupted: BaseException | None = None
+        if call_end and self._raw is None:
+            # No session to end with (re-creating it failed): ``end`` never receives None.
+            logger().warning(
+                "closing without a session (re-creating it failed: %r); the hooks' end is not called",
+                self._broken,
+            )
+            call_end = False
         if call_end:
             try:
                 await self._dispatcher.run(self._end, (self._raw,))
@@ -330,7 +337,9 @@ class _MonitoredSessionBase:
             return True
         coord = self._coord
         if coord is None:
-            return True
+            # Open without a session: re-creating it failed or was cancelled. A
+            # MonitoredSession's next run() creates it again, so it is not stopped.
+            return not self._recovers
         if coord._stopped:
             held = coord.exception
             return not (self._recovers and held is not None and self._is_recoverable(held))
