@@ -270,9 +270,10 @@ class _MonitoredSessionBase:
                 await self._create_once()
                 return
             except Exception as exc:
-                if not (self._recovers and self._is_recoverable(exc)) or not await budget.wait_to_retry():
+                if not (self._recovers and self._is_recoverable(exc)):
                     raise
-                logger().warning("creating the session failed (%r); retrying", exc)
+                if not await budget.wait_to_retry(exc, action="creating the session failed; retrying"):
+                    raise
 
     async def _create_once(self) -> None:
         raw = await self._create_session()
@@ -295,7 +296,7 @@ class _MonitoredSessionBase:
             raise
 
     async def _recover(self, budget: RetryBudget, cause: BaseException) -> None:
-        logger().warning("recovering from %r: re-creating the session", cause)
+        # The budget's wait_to_retry has logged the cause, the attempt and the delay.
         coord_error = self._coord.exception if self._coord is not None else None
         failures = await self._close_current(raise_errors=True, log_session_errors=True)
         for exc in failures:  # only the coordinator's now
@@ -424,7 +425,7 @@ class _MonitoredSessionBase:
                 if cause is None:
                     raise failed
                 budget = budget or self._retry.budget()
-                if not await budget.wait_to_retry():
+                if not await budget.wait_to_retry(cause, action="recovering: re-creating the session"):
                     raise cause from (failed if cause is not failed else None)
                 await self._recover(budget, cause)
                 failed = None
