@@ -285,6 +285,12 @@ class Coordinator:
                 f"Coordinator stopped with tasks still running: {' '.join(stragglers)}"
             )
 
+    def __enter__(self) -> None:
+        raise TypeError("Coordinator is an async context manager: use 'async with', not 'with'")
+
+    def __exit__(self, *exc_info: object) -> None:  # never reached: __enter__ refuses
+        raise TypeError("Coordinator is an async context manager: use 'async with', not 'with'")
+
     async def __aenter__(self) -> Coordinator:
         self._check_closed()
         tg = anyio.create_task_group()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 from . import _nest
 from ._closing import close_session
 from ._coordinator import Coordinator
+from ._diagnose import note_missing_fetch
 from ._dispatch import Dispatcher
 from ._errors import (
     CLEAN_STOP_TYPES,
@@ -39,6 +40,7 @@ from ._hooks import (
     SessionRunContext,
     SessionRunValues,
     TimingRecord,
+    check_feed_dict,
 )
 from ._log import logger
 from ._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
@@ -83,6 +85,8 @@ class StepContext:
         run_metadata: RunMetadata | None = None,
     ) -> Any:
         """One step with every hook, on the current session (no recovery of its own)."""
+        if feed_dict is not None and type(feed_dict) is not dict:
+            check_feed_dict(feed_dict, "the caller")
         return await self._owner._step(fetches, feed_dict, options, run_metadata)
 
     def request_stop(self) -> None:
@@ -140,7 +144,29 @@ class _MonitoredSessionBase:
         names = ", ".join(hook_name(hook) for hook in self.hooks)
         return f"{type(self).__name__}({self._state}, hooks=[{names}])"
 
+    # -- accessors -------------------------------------------------------------------------
+
+    def raw_session(self) -> Any:
+        """The current raw session (runs on it bypass the hooks), or ``None`` when there is
+        none: before ``async with``, once closed, or after re-creating it failed."""
+        return self._raw
+
+    @property
+    def step_counter(self) -> StepCounter:
+        """The global step counter (the one hooks reach as ``coord.step_counter``)."""
+        return self._counter
+
+    async def global_step(self) -> int:
+        """The global step now: ``await sess.global_step()``."""
+        return await self._counter.get()
+
     # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> None:
+        raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
+
+    def __exit__(self, *exc_info: object) -> None:  # never reached: __enter__ refuses
+        raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
 
     async def __aenter__(self: T) -> T:
         assert isinstance(self, _MonitoredSessionBase)
@@ -379,6 +405,8 @@ class _MonitoredSessionBase:
         """One step: before_run → session run → after_run; returns the caller's fetches."""
         if self._state is not _OPEN or self._busy or self._hook_stop:
             self._refuse("run()")
+        if feed_dict is not None and type(feed_dict) is not dict:
+            check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
         self._busy = True
         try:
             if self._recovers and (self._coord is None or self._coord._stopped):
@@ -541,7 +569,11 @@ class _MonitoredSessionBase:
             shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
         if speculative and not merged.trace:
             del metadata.timings[:]  # timed in case a hook asked for a trace; none did
-        values = await self._session_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
+        try:
+            values = await self._session_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
+        except KeyError as exc:  # a missing fetch: say which party asked for it
+            note_missing_fetch(exc, fetches, before.calls, requests)
+            raise
         after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
         after = self._after
         if after.calls:
@@ -623,9 +655,6 @@ class SingularMonitoredSession(_MonitoredSessionBase):
         await super().__aenter__()
         return self
 
-    def raw_session(self) -> Any:
-        """The current raw session, or ``None`` once closed."""
-        return self._raw
 
 
 async def _aclose(raw: object) -> None:

@@ -23,6 +23,14 @@ __all__ = [
 ]
 
 def creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
+    """The async function that creates a session, from a creator object or an async factory."""
+    if inspect.iscoroutine(creator):
+        name = getattr(creator, "__name__", "create")
+        creator.close()  # never awaited, and never will be: no "never awaited" warning
+        raise TypeError(
+            f"session_creator is a coroutine object ({name}() was called): pass the async "
+            f"factory itself, session_creator={name}, not {name}()"
+        )
     method = getattr(creator, "create_session", None)
     if method is not None:
         if not is_async_callable(method):
