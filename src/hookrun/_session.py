@@ -656,7 +656,6 @@ class SingularMonitoredSession(_MonitoredSessionBase):
         return self
 
 
-
 async def _aclose(raw: object) -> None:
     # ``aclose()``, or a TensorFlow-style ``close()`` (a plain one in a worker thread).
     await close_session(raw)
