@@ -23,9 +23,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
 from . import _nest
-from ._closing import close_session
 from ._coordinator import Coordinator
-from ._diagnose import note_missing_fetch
 from ._dispatch import Dispatcher
 from ._errors import (
     CLEAN_STOP_TYPES,
@@ -572,6 +570,8 @@ class _MonitoredSessionBase:
         try:
             values = await self._session_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
         except KeyError as exc:  # a missing fetch: say which party asked for it
+            from ._diagnose import note_missing_fetch  # the error path only
+
             note_missing_fetch(exc, fetches, before.calls, requests)
             raise
         after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
@@ -658,6 +658,8 @@ class SingularMonitoredSession(_MonitoredSessionBase):
 
 async def _aclose(raw: object) -> None:
     # ``aclose()``, or a TensorFlow-style ``close()`` (a plain one in a worker thread).
+    from ._closing import close_session  # on first use: keeps `import hookrun` light
+
     await close_session(raw)
 
 

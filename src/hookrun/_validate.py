@@ -7,8 +7,6 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from ._closing import check_closable
-from ._overrides import check_overrides
 from ._plan import is_async_callable
 from ._step import LocalStepCounter, StepCounter
 
@@ -60,6 +58,8 @@ def hook_list(hooks: Iterable[object] | None) -> tuple[object, ...]:
     if hasattr(hooks, "before_run") or hasattr(hooks, "after_run") or not isinstance(hooks, Iterable):
         raise TypeError(f"hooks must be a list of hooks, got {type(hooks).__name__}; wrap a single hook in a list")
     frozen = tuple(hooks)
+    if frozen:
+        from ._overrides import check_overrides  # on first use: keeps `import hookrun` light
     for index, hook in enumerate(frozen):
         check_overrides(hook, index)
     return frozen
@@ -99,6 +99,8 @@ def check_session(raw: object) -> None:
             f"the session creator returned {raw!r} ({type(raw).__name__}), which is not a "
             "session: it needs 'async def run(fetches, feed_dict, options, run_metadata)'"
         )
+    from ._closing import check_closable  # on first use: keeps `import hookrun` light
+
     check_closable(raw)
 
 
