@@ -136,3 +136,16 @@ def test_every_builtin_hook_implements_lifecycle_methods_as_async_def(method: st
         if implementation is getattr(SessionRunHook, method):
             continue
         assert inspect.iscoroutinefunction(implementation), f"{cls.__name__}.{method} is plain"
+
+
+def test_the_hook_inside_in_thread_is_checked() -> None:
+    class Base(SessionRunHook):
+        async def begin(self) -> None:
+            pass
+
+    class Blocking(Base):
+        def begin(self) -> None:  # type: ignore[override]
+            pass
+
+    with pytest.raises(TypeError, match=r"hooks\[0\] member 0 \(Blocking\): .*Blocking\.begin is a plain"):
+        MonitoredSession(_create, [hookrun.in_thread(Blocking())])
