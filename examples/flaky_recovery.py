@@ -73,7 +73,8 @@ async def main(steps: int = 8) -> tuple[list[str], int, int]:
     async with hookrun.MonitoredSession(creator, [reconnects], retry=policy) as sess:
         for _ in range(steps):
             answers.append(await sess.run("who"))
-        step = await sess._counter.get()
+        step = await sess.global_step()
+        assert sess.raw_session() is creator.workers[-1]  # the session now in use
     print(f"{len(answers)} steps on {reconnects.created} sessions; global step {step}")
     assert all(worker.closed for worker in creator.workers)
     return answers, reconnects.created, step

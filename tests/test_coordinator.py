@@ -238,6 +238,35 @@ async def test_out_of_range_is_clean_stop_by_default() -> None:
     coord.raise_requested_exception()
 
 
+async def test_every_clean_stop_type_is_clean_by_default() -> None:
+    """The default clean-stop types are the monitored session's three, subclasses included."""
+    for clean in (OutOfRangeError("done"), StopAsyncIteration(), anyio.EndOfStream(),
+                  type("Drained", (anyio.EndOfStream,), {})()):
+        coord = Coordinator()
+        coord.request_stop(clean)
+        assert coord.should_stop() and coord.exception is None
+        await coord.join()
+
+
+async def test_task_ending_its_stream_is_a_plain_stop() -> None:
+    """A task reading a memory stream until EndOfStream stops the coordinator without error."""
+    send, receive = anyio.create_memory_object_stream[int](1)
+    got: list[int] = []
+
+    async def consume() -> None:
+        with receive:
+            while True:
+                got.append(await receive.receive())
+
+    with anyio.fail_after(LIMIT):
+        async with Coordinator() as coord:
+            coord.start_soon(consume)
+            async with send:
+                await send.send(1)
+            assert await coord.wait_for_stop()
+    assert got == [1] and coord.exception is None
+
+
 async def test_given_clean_stop_types_replace_default() -> None:
     """Given clean-stop types are honoured and replace OutOfRangeError (182)."""
     coord = Coordinator(clean_stop_exception_types=[MyCleanStop])
@@ -248,7 +277,7 @@ async def test_given_clean_stop_types_replace_default() -> None:
 
 
 async def test_no_clean_stop_types() -> None:
-    """An empty clean-stop list makes every exception real (as in a monitored session)."""
+    """An empty clean-stop list makes every exception real."""
     coord = Coordinator(clean_stop_exception_types=())
     coord.request_stop(OutOfRangeError("real"))
     with pytest.raises(OutOfRangeError, match=r"^real$"):

@@ -38,6 +38,7 @@ from ._sessions import Session, SessionCreator, StepSession, fetch
 from ._step import LocalStepCounter, StepCounter
 
 if TYPE_CHECKING:
+    from . import hooks
     from ._timer import NeverTriggerTimer, SecondOrStepTimer
     from .hooks import (
         Trigger,
@@ -48,10 +49,12 @@ if TYPE_CHECKING:
         on_before_run,
         on_begin,
         on_end,
+        when,
     )
 
-# Function hooks, triggers and timers live in hookrun.hooks; they are re-exported here
-# but imported on first use, so that `import hookrun` stays light.
+# The built-in hooks (``hookrun.hooks``), function hooks, triggers and timers are
+# imported on first use, so that `import hookrun` stays light: `hookrun.hooks.X`
+# works right after `import hookrun`.
 _LAZY = {
     "NeverTriggerTimer": "._timer",
     "SecondOrStepTimer": "._timer",
@@ -63,16 +66,24 @@ _LAZY = {
     "on_before_run": ".hooks",
     "on_begin": ".hooks",
     "on_end": ".hooks",
+    "when": ".hooks",
 }
 
 
 def __getattr__(name: str) -> object:
+    if name == "hooks":
+        return importlib.import_module(".hooks", __name__)  # binds hookrun.hooks too
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hookrun' has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, "hooks"})
+
 
 __version__ = "0.1.0"
 
@@ -109,6 +120,7 @@ __all__ = [
     "at_step",
     "every",
     "fetch",
+    "hooks",
     "in_thread",
     "on_after_create_session",
     "on_after_run",
@@ -116,4 +128,5 @@ __all__ = [
     "on_begin",
     "on_end",
     "sequential",
+    "when",
 ]

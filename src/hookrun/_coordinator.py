@@ -29,7 +29,7 @@ import anyio
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
-from ._errors import OutOfRangeError
+from ._errors import CLEAN_STOP_TYPES
 from ._log import logger
 from ._step import LocalStepCounter, StepCounter
 
@@ -45,7 +45,11 @@ UNWIND_PERIOD = 5.0
 class Coordinator:
     """Coordinates the stop of a group of background tasks (SPEC §8).
 
-    Use as ``async with Coordinator() as coord:``. Leaving the block requests
+    Use as ``async with Coordinator() as coord:``. ``clean_stop_exception_types``
+    (default: ``OutOfRangeError``, ``StopAsyncIteration`` and
+    ``anyio.EndOfStream``, subclasses included) are exceptions that only
+    request stop: a task ending its input with one is a clean end, not an
+    error. Leaving the block requests
     stop, gives the tasks ``stop_grace_period`` seconds, cancels stragglers and
     raises the recorded exception, if any; else, if there were stragglers and
     the block exited normally, ``RuntimeError`` naming them. When the block
@@ -281,6 +285,12 @@ class Coordinator:
                 f"Coordinator stopped with tasks still running: {' '.join(stragglers)}"
             )
 
+    def __enter__(self) -> None:
+        raise TypeError("Coordinator is an async context manager: use 'async with', not 'with'")
+
+    def __exit__(self, *exc_info: object) -> None:  # never reached: __enter__ refuses
+        raise TypeError("Coordinator is an async context manager: use 'async with', not 'with'")
+
     async def __aenter__(self) -> Coordinator:
         self._check_closed()
         tg = anyio.create_task_group()
@@ -422,7 +432,7 @@ def _clean_types(
     types: Iterable[type[BaseException]] | None,
 ) -> tuple[type[BaseException], ...]:
     if types is None:
-        return (OutOfRangeError,)
+        return CLEAN_STOP_TYPES
     result = tuple(types)
     bad = [t for t in result if not (isinstance(t, type) and issubclass(t, BaseException))]
     if bad:

@@ -29,6 +29,7 @@ __all__ = [
     "SessionRunHook",
     "SessionRunValues",
     "TimingRecord",
+    "check_feed_dict",
 ]
 
 #: The five methods of the hook protocol, in lifecycle order.
@@ -159,6 +160,18 @@ class SessionRunArgs(NamedTuple):
     fetches: Any = None
     feed_dict: Mapping[Any, Any] | None = None
     options: RunOptions | None = None
+
+
+def check_feed_dict(feed_dict: object, party: str) -> None:
+    """Refuse a ``feed_dict`` that is neither a mapping nor ``None``, naming the party
+    (``"the caller"`` or ``"hook <name>"``) that passed it."""
+    if feed_dict is not None and not isinstance(feed_dict, Mapping):
+        shown = repr(feed_dict)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise TypeError(
+            f"{party} passed feed_dict={shown}, a {type(feed_dict).__name__}; a feed_dict "
+            "must be a mapping of key -> value (or None)"
+        )
 
 
 class SessionRunContext:

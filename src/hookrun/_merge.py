@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _nest
 from ._errors import FeedConflictError
-from ._hooks import RunOptions, SessionRunArgs
+from ._hooks import RunOptions, SessionRunArgs, check_feed_dict
 
 if TYPE_CHECKING:
     from ._plan import Call
@@ -49,6 +49,8 @@ def merge_feeds(
     owner: dict[Hashable, str] = {}
     clashes: dict[Hashable, list[str]] = {}
     for party, feeds in hook_feeds:
+        if type(feeds) is not dict:
+            check_feed_dict(feeds, party)
         for key, value in feeds.items():
             if key in owner:
                 clashes.setdefault(key, [owner[key]]).append(party)
@@ -168,7 +170,11 @@ def merge_feeds_and_options(
     hook_feeds: list[tuple[str, Mapping[Any, Any]]] = []
     hook_options: list[tuple[str, RunOptions]] = []
     for call, request in zip(calls, requests, strict=True):
-        if request is None or (not request.feed_dict and request.options is None):
+        if request is None:
+            continue
+        if request.feed_dict is not None and type(request.feed_dict) is not dict:
+            check_feed_dict(request.feed_dict, call.party)  # even an empty list or string
+        if not request.feed_dict and request.options is None:
             continue
         if request.feed_dict:
             hook_feeds.append((call.party, request.feed_dict))

@@ -1,7 +1,8 @@
 """``RetryPolicy``: how often and how patiently a monitored session recovers.
 
-Pure decision logic plus the backoff sleep. ``max_attempts`` counts every
-attempt including the first (``None``: unlimited, like TensorFlow); the n-th
+Decision logic, the backoff sleep and its log lines. ``max_attempts`` counts
+every attempt including the first (``None``, the default: unlimited, like
+TensorFlow); the n-th
 retry waits ``min(max_delay, initial_delay * multiplier ** (n - 1))``, drawn
 uniformly from ``[0, that]`` with ``jitter``; ``max_time`` bounds the time
 spent since the first failure.
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ._log import logger
+
 if TYPE_CHECKING:
     import random
 
@@ -22,7 +25,14 @@ __all__ = ["RetryBudget", "RetryPolicy"]
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Backoff and limits for recovery (SPEC §7)."""
+    """Backoff and limits for recovery.
+
+    The default, ``RetryPolicy()``, retries for ever, as TensorFlow does: waits
+    drawn from [0, 0.1 s], [0, 0.2 s], ... doubling up to [0, 30 s]. Set
+    ``max_attempts`` (counting the first attempt) or ``max_time`` (seconds since
+    the first failure) to bound it. Each retry logs a warning with the error,
+    the attempt number and the delay; giving up logs an error.
+    """
 
     max_attempts: int | None = None
     initial_delay: float = 0.1
@@ -80,21 +90,38 @@ class RetryBudget:
         self.attempts = 1
         self.started: float | None = None
 
-    async def wait_to_retry(self) -> bool:
-        """Sleep the backoff and count one more attempt; False when the policy gives up."""
+    async def wait_to_retry(self, cause: BaseException | None = None, *, action: str = "retrying") -> bool:
+        """Sleep the backoff and count one more attempt; False when the policy gives up.
+
+        Logs (logger ``hookrun``) a warning before sleeping: ``action``, the error
+        ``cause``, the number of the coming attempt, the limit and the delay; and an
+        error when the policy gives up, saying which limit was reached.
+        """
         policy = self.policy
         now = anyio.current_time()
         if self.started is None:
             self.started = now
         if policy.max_attempts is not None and self.attempts >= policy.max_attempts:
+            self._give_up(cause, f"max_attempts={policy.max_attempts} reached")
             return False
         delay = policy.delay(self.attempts)
         if policy.max_time is not None and now + delay - self.started > policy.max_time:
+            self._give_up(cause, f"max_time={policy.max_time:g}s would pass")
             return False
+        limit = "no limit" if policy.max_attempts is None else f"of {policy.max_attempts}"
+        logger().warning(
+            "%s after %r: attempt %d (%s) in %.3gs", action, cause, self.attempts + 1, limit, delay
+        )
         if delay > 0:
             await anyio.sleep(delay)
         self.attempts += 1
         return True
+
+    def _give_up(self, cause: BaseException | None, why: str) -> None:
+        logger().error(
+            "RetryPolicy gives up after %d attempt%s (%s); the last error was %r",
+            self.attempts, "" if self.attempts == 1 else "s", why, cause,
+        )
 
 
 _RNG: list[random.Random] = []

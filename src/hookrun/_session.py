@@ -38,6 +38,7 @@ from ._hooks import (
     SessionRunContext,
     SessionRunValues,
     TimingRecord,
+    check_feed_dict,
 )
 from ._log import logger
 from ._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
@@ -82,6 +83,8 @@ class StepContext:
         run_metadata: RunMetadata | None = None,
     ) -> Any:
         """One step with every hook, on the current session (no recovery of its own)."""
+        if feed_dict is not None and type(feed_dict) is not dict:
+            check_feed_dict(feed_dict, "the caller")
         return await self._owner._step(fetches, feed_dict, options, run_metadata)
 
     def request_stop(self) -> None:
@@ -96,7 +99,7 @@ class _MonitoredSessionBase:
     def __init__(
         self,
         session_creator: object,
-        hooks: Iterable[object] = (),
+        hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,
         step_counter: StepCounter | None = None,
@@ -141,7 +144,29 @@ class _MonitoredSessionBase:
         names = ", ".join(hook_name(hook) for hook in self.hooks)
         return f"{type(self).__name__}({self._state}, hooks=[{names}])"
 
+    # -- accessors -------------------------------------------------------------------------
+
+    def raw_session(self) -> Any:
+        """The current raw session (runs on it bypass the hooks), or ``None`` when there is
+        none: before ``async with``, once closed, or after re-creating it failed."""
+        return self._raw
+
+    @property
+    def step_counter(self) -> StepCounter:
+        """The global step counter (the one hooks reach as ``coord.step_counter``)."""
+        return self._counter
+
+    async def global_step(self) -> int:
+        """The global step now: ``await sess.global_step()``."""
+        return await self._counter.get()
+
     # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> None:
+        raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
+
+    def __exit__(self, *exc_info: object) -> None:  # never reached: __enter__ refuses
+        raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
 
     async def __aenter__(self: T) -> T:
         assert isinstance(self, _MonitoredSessionBase)
@@ -188,6 +213,13 @@ class _MonitoredSessionBase:
         self._state = _CLOSED
         failures: list[BaseException] = []
         interrupted: BaseException | None = None
+        if call_end and self._raw is None:
+            # No session to end with (re-creating it failed): ``end`` never receives None.
+            logger().warning(
+                "closing without a session (re-creating it failed: %r); the hooks' end is not called",
+                self._broken,
+            )
+            call_end = False
         if call_end:
             try:
                 await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls))
@@ -207,8 +239,11 @@ class _MonitoredSessionBase:
             assert error is not None
             error.add_note(f"hookrun: closing after this error also failed: {other!r}")
 
-    async def _close_current(self, *, raise_errors: bool) -> list[BaseException]:
-        """Close the current coordinator and session (shielded, bounded by the grace period)."""
+    async def _close_current(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
+        """Close the current coordinator and session (shielded, bounded by the grace period).
+
+        With ``log_session_errors`` (recovery), an error closing the raw session is logged, not returned.
+        """
         coord, raw = self._coord, self._raw
         self._coord = self._raw = None
         failures: list[BaseException] = []
@@ -222,7 +257,12 @@ class _MonitoredSessionBase:
                 try:
                     await _aclose(raw)
                 except Exception as exc:
-                    failures.append(exc)
+                    if not log_session_errors:
+                        failures.append(exc)
+                    else:  # recovery closes a failed session: its close errors must not stop recovery
+                        logger().warning(
+                            "error while closing a failed session (recovery goes on): %r", exc, exc_info=exc
+                        )
         if scope.cancelled_caught:
             logger().warning(
                 "closing the session took longer than stop_grace_period=%ss; gave up waiting",
@@ -256,15 +296,18 @@ class _MonitoredSessionBase:
                 await self._create_once()
                 return
             except Exception as exc:
-                if not (self._recovers and self._is_recoverable(exc)) or not await budget.wait_to_retry():
+                if not (self._recovers and self._is_recoverable(exc)):
                     raise
-                logger().warning("creating the session failed (%r); retrying", exc)
+                if not await budget.wait_to_retry(exc, action="creating the session failed; retrying"):
+                    raise
 
     async def _create_once(self) -> None:
         raw = await self._create_session()
         try:
             check_session(raw)
-            coord = Coordinator(clean_stop_exception_types=(), step_counter=self._counter)
+            # Default clean-stop types: a background task ending its input with
+            # OutOfRangeError / StopAsyncIteration / EndOfStream ends the session cleanly.
+            coord = Coordinator(step_counter=self._counter)
             assert self._tg is not None
             await coord._open_in(self._tg)
         except BaseException:
@@ -279,10 +322,10 @@ class _MonitoredSessionBase:
             raise
 
     async def _recover(self, budget: RetryBudget, cause: BaseException) -> None:
-        logger().warning("recovering from %r: re-creating the session", cause)
+        # The budget's wait_to_retry has logged the cause, the attempt and the delay.
         coord_error = self._coord.exception if self._coord is not None else None
-        failures = await self._close_current(raise_errors=True)
-        for exc in failures:
+        failures = await self._close_current(raise_errors=True, log_session_errors=True)
+        for exc in failures:  # only the coordinator's now
             if exc is coord_error and self._is_recoverable(exc):
                 continue
             if self._is_recoverable(exc):
@@ -321,7 +364,9 @@ class _MonitoredSessionBase:
             return True
         coord = self._coord
         if coord is None:
-            return True
+            # Open without a session: re-creating it failed or was cancelled. A
+            # MonitoredSession's next run() creates it again, so it is not stopped.
+            return not self._recovers
         if coord._stopped:
             held = coord.exception
             return not (self._recovers and held is not None and self._is_recoverable(held))
@@ -360,6 +405,8 @@ class _MonitoredSessionBase:
         """One step: before_run → session run → after_run; returns the caller's fetches."""
         if self._state is not _OPEN or self._busy or self._hook_stop:
             self._refuse("run()")
+        if feed_dict is not None and type(feed_dict) is not dict:
+            check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
         self._busy = True
         try:
             if self._recovers and (self._coord is None or self._coord._stopped):
@@ -406,7 +453,7 @@ class _MonitoredSessionBase:
                 if cause is None:
                     raise failed
                 budget = budget or self._retry.budget()
-                if not await budget.wait_to_retry():
+                if not await budget.wait_to_retry(cause, action="recovering: re-creating the session"):
                     raise cause from (failed if cause is not failed else None)
                 await self._recover(budget, cause)
                 failed = None
@@ -537,7 +584,13 @@ class _MonitoredSessionBase:
             shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
         if speculative and not merged.trace:
             del metadata.timings[:]  # timed in case a hook asked for a trace; none did
-        values = await self._session_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
+        try:
+            values = await self._session_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
+        except KeyError as exc:  # a missing fetch: say which party asked for it
+            from ._diagnose import note_missing_fetch  # the error path only
+
+            note_missing_fetch(exc, fetches, before.calls, requests)
+            raise
         after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
         after = self._after
         if after.calls:
@@ -571,7 +624,7 @@ class MonitoredSession(_MonitoredSessionBase):
     def __init__(
         self,
         session_creator: object,
-        hooks: Iterable[object] = (),
+        hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,
         retry: RetryPolicy | None = None,
@@ -600,7 +653,7 @@ class SingularMonitoredSession(_MonitoredSessionBase):
     def __init__(
         self,
         session_creator: object,
-        hooks: Iterable[object] = (),
+        hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,
         step_counter: StepCounter | None = None,
@@ -618,15 +671,12 @@ class SingularMonitoredSession(_MonitoredSessionBase):
         await super().__aenter__()
         return self
 
-    def raw_session(self) -> Any:
-        """The current raw session, or ``None`` once closed."""
-        return self._raw
-
 
 async def _aclose(raw: object) -> None:
-    close = getattr(raw, "aclose", None)
-    if close is not None:
-        await close()
+    # ``aclose()``, or a TensorFlow-style ``close()`` (a plain one in a worker thread).
+    from ._closing import close_session  # on first use: keeps `import hookrun` light
+
+    await close_session(raw)
 
 
 async def _aclose_logged(raw: object) -> None:

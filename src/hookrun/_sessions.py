@@ -51,7 +51,9 @@ class StepSession:
 
     ``step_fn`` is an async function, or a sync one which then runs in a worker
     thread. It returns a mapping (or ``None``); fetches are answered by key from
-    it, and a missing key raises ``KeyError`` listing the keys that exist.
+    it, and a missing key raises ``KeyError`` listing the keys that exist (its
+    ``key`` attribute is the missing key; a monitored session adds a note naming
+    who fetched it).
     """
 
     def __init__(self, step_fn: Callable[..., Any]) -> None:
@@ -99,10 +101,12 @@ class StepSession:
         try:
             return [produced[key] for key in fetches]
         except KeyError as exc:
-            raise KeyError(
+            missing = KeyError(
                 f"{self!r}: no value for fetch {exc.args[0]!r}; the step produced "
                 f"{', '.join(sorted(map(repr, produced))) or 'nothing'}"
-            ) from None
+            )
+            missing.key = exc.args[0]  # type: ignore[attr-defined]  # the monitored session names who asked
+            raise missing from None
 
 
 async def fetch(

@@ -9,7 +9,8 @@ backend can inject their own.
 
 Invariants: a timer never fires twice for the same step; the first question
 after construction or ``reset()`` is always answered True; the validation
-messages are TensorFlow's.
+messages are TensorFlow's; a step-based timer decides without the clock, so it
+works outside an event loop (it then reports no elapsed seconds).
 """
 
 from __future__ import annotations
@@ -68,27 +69,48 @@ class SecondOrStepTimer:
         self._last_time = None
 
     def should_trigger_for_step(self, step: int) -> bool:
-        """True if never triggered, or (for another step) the interval has passed."""
-        if self._last_step is None or self._last_time is None:
+        """True if never triggered, or (for another step) the interval has passed.
+
+        A step-based timer never reads the clock here.
+        """
+        if self._last_step is None:
             return True
         if step == self._last_step:
             return False
-        if self._every_secs is not None and self._clock() >= self._last_time + self._every_secs:
-            return True
+        if self._every_secs is not None:
+            assert self._last_time is not None  # a seconds timer always records the time
+            return self._clock() >= self._last_time + self._every_secs
         return self._every_steps is not None and step >= self._last_step + self._every_steps
 
     def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
         """Record a trigger at ``step``; return ``(elapsed_secs, elapsed_steps)`` since the last.
 
-        Both are ``None`` on the first trigger.
+        Both are ``None`` on the first trigger. A step-based timer with the
+        default clock used outside an event loop (where there is no clock to
+        read) still counts steps; its ``elapsed_secs`` is then ``None``.
         """
-        now = self._clock()
+        now = self._clock() if self._every_secs is not None else self._step_timer_now()
         elapsed: tuple[float | None, int | None] = (None, None)
-        if self._last_step is not None and self._last_time is not None:
-            elapsed = (now - self._last_time, step - self._last_step)
+        if self._last_step is not None:
+            last_time = self._last_time
+            seconds = None if now is None or last_time is None else now - last_time
+            elapsed = (seconds, step - self._last_step)
         self._last_time = now
         self._last_step = step
         return elapsed
+
+    def _step_timer_now(self) -> float | None:
+        """The time for a step-based timer's report, or ``None`` if there is no clock to read.
+
+        Only the default clock can be missing (outside an event loop); a clock the
+        caller gave is always read, and its errors propagate.
+        """
+        if self._clock is not anyio.current_time:
+            return self._clock()
+        try:
+            return anyio.current_time()
+        except RuntimeError:  # anyio's NoEventLoopError (no running event loop) is one
+            return None
 
     def last_triggered_step(self) -> int | None:
         """The step of the last trigger, or ``None`` if it never triggered."""

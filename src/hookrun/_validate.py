@@ -21,6 +21,14 @@ __all__ = [
 ]
 
 def creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
+    """The async function that creates a session, from a creator object or an async factory."""
+    if inspect.iscoroutine(creator):
+        name = getattr(creator, "__name__", "create")
+        creator.close()  # never awaited, and never will be: no "never awaited" warning
+        raise TypeError(
+            f"session_creator is a coroutine object ({name}() was called): pass the async "
+            f"factory itself, session_creator={name}, not {name}()"
+        )
     method = getattr(creator, "create_session", None)
     if method is not None:
         if not is_async_callable(method):
@@ -42,10 +50,19 @@ def creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
     )
 
 
-def hook_list(hooks: Iterable[object]) -> tuple[object, ...]:
+def hook_list(hooks: Iterable[object] | None) -> tuple[object, ...]:
+    """The hooks as a tuple (``None``: no hooks, as in TensorFlow), each checked for plain
+    overrides of async base methods."""
+    if hooks is None:
+        return ()
     if hasattr(hooks, "before_run") or hasattr(hooks, "after_run") or not isinstance(hooks, Iterable):
         raise TypeError(f"hooks must be a list of hooks, got {type(hooks).__name__}; wrap a single hook in a list")
-    return tuple(hooks)
+    frozen = tuple(hooks)
+    if frozen:
+        from ._overrides import check_overrides  # on first use: keeps `import hookrun` light
+    for index, hook in enumerate(frozen):
+        check_overrides(hook, index)
+    return frozen
 
 
 def check_seconds(name: str, value: object, *, allow_zero: bool) -> None:
@@ -75,12 +92,16 @@ def exception_types(types_: Iterable[type[BaseException]]) -> tuple[type[BaseExc
 
 
 def check_session(raw: object) -> None:
+    """A created session has ``async def run`` and, if it has ``aclose``, an async one."""
     run = getattr(raw, "run", None)
     if run is None or not is_async_callable(run):
         raise TypeError(
             f"the session creator returned {raw!r} ({type(raw).__name__}), which is not a "
             "session: it needs 'async def run(fetches, feed_dict, options, run_metadata)'"
         )
+    from ._closing import check_closable  # on first use: keeps `import hookrun` light
+
+    check_closable(raw)
 
 
 def check_step_fn(step_fn: object) -> None:

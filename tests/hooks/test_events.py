@@ -94,3 +94,50 @@ async def test_hooks_opening_one_new_directory_concurrently(tmp_path: Path) -> N
     for writer in writers:
         writer.close()
     assert len(list(target.glob("events.out.tfevents.*"))) == 4
+
+
+def test_flush_writes_every_queued_event(tmp_path: Path) -> None:
+    """After add_scalar + flush, reading the directory back finds the value, every time."""
+    for attempt in range(20):
+        logdir = tmp_path / str(attempt)
+        writer = TensorBoardWriter(logdir)
+        writer.add_scalar("loss", 1.0, 7)
+        writer.flush()
+        assert read_eval_metrics(logdir) == {7: {"loss": 1.0}}
+        writer.add_scalar("loss", 2.0, 8)
+        writer.flush()
+        assert read_eval_metrics(logdir) == {7: {"loss": 1.0}, 8: {"loss": 2.0}}
+        writer.close()
+
+
+def test_a_live_reader_sees_each_value_once_flushed(tmp_path: Path) -> None:
+    """A reader of a live directory (metrics-based early stopping) is never one write late."""
+    writer = TensorBoardWriter(tmp_path)
+    for step in range(1, 6):
+        writer.add_scalar("eval/loss", 1.0 / step, step)
+        writer.flush()
+        assert max(read_eval_metrics(tmp_path)) == step
+    writer.close()
+
+
+def test_flush_secs_zero_flushes_on_every_add(tmp_path: Path) -> None:
+    writer = TensorBoardWriter(tmp_path, flush_secs=0)
+    writer.add_scalar("x", 3.0, 1)
+    assert read_eval_metrics(tmp_path) == {1: {"x": 3.0}}
+    writer.close()
+
+
+def test_closed_writer_refuses_new_values_and_close_is_idempotent(tmp_path: Path) -> None:
+    writer = TensorBoardWriter(tmp_path)
+    writer.add_scalar("x", 1.0, 1)
+    writer.close()
+    writer.close()
+    writer.flush()  # nothing to do
+    with pytest.raises(RuntimeError, match="is closed"):
+        writer.add_scalar("x", 2.0, 2)
+    assert read_eval_metrics(tmp_path) == {1: {"x": 1.0}}
+
+
+def test_bad_flush_secs_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="flush_secs must be a number >= 0"):
+        TensorBoardWriter(tmp_path, flush_secs=-1)

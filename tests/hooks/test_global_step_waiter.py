@@ -47,8 +47,8 @@ async def test_not_wait_for_step_zero() -> None:
     """Target 0 returns at once, without touching the counter."""
     counter = CountingCounter()
     hook = GlobalStepWaiterHook(0)
-    hook.begin()
-    hook.after_create_session(None, Coord(counter))
+    await hook.begin()
+    await hook.after_create_session(None, Coord(counter))
     with anyio.fail_after(1):
         await hook.before_run(context(0))
     assert counter.waits == 0
@@ -59,8 +59,8 @@ async def test_wait_for_step(caplog: pytest.LogCaptureFixture) -> None:
     """Waits until another worker moves the shared counter to the target, without polling."""
     counter = CountingCounter()
     hook = GlobalStepWaiterHook(1000)
-    hook.begin()
-    hook.after_create_session(None, Coord(counter))
+    await hook.begin()
+    await hook.after_create_session(None, Coord(counter))
     released = anyio.Event()
 
     async def worker() -> None:
@@ -85,7 +85,7 @@ async def test_progress_is_logged_every_thousand_steps(caplog: pytest.LogCapture
     """While waiting for a far target the current step is logged every 1000 steps."""
     counter = LocalStepCounter()
     hook = GlobalStepWaiterHook(2500)
-    hook.after_create_session(None, Coord(counter))
+    await hook.after_create_session(None, Coord(counter))
     with caplog.at_level(logging.INFO, logger="hookrun"), anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(hook.before_run, context(0))
@@ -100,7 +100,7 @@ async def test_released_hook_never_waits_again() -> None:
     """Once released the hook never waits again, even if the counter is reset."""
     counter = LocalStepCounter(5)
     hook = GlobalStepWaiterHook(3)
-    hook.after_create_session(None, Coord(counter))
+    await hook.after_create_session(None, Coord(counter))
     await hook.before_run(context(5))
     await counter.set(0)
     with anyio.fail_after(1):
@@ -111,7 +111,7 @@ async def test_released_hook_never_waits_again() -> None:
 async def test_without_a_step_counter_waiting_is_an_error() -> None:
     """A coordinator without a step counter makes waiting a clear RuntimeError."""
     hook = GlobalStepWaiterHook(3)
-    hook.after_create_session(None, object())
+    await hook.after_create_session(None, object())
     with pytest.raises(RuntimeError, match="needs the step counter"):
         await hook.before_run(context(0))
 

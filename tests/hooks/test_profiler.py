@@ -50,7 +50,7 @@ async def test_save_secs_does_not_save_in_first_step(tmp_path: Path) -> None:
     """The very first run is never traced."""
     clock = FakeClock()
     hook = ProfilerHook(save_secs=2, output_dir=tmp_path, clock=clock)
-    hook.begin()
+    await hook.begin()
     assert await run_steps(hook, 1, clock) == [False]
     await hook.end(None)
     assert timelines(tmp_path) == []
@@ -61,10 +61,58 @@ async def test_save_secs_saves_periodically(tmp_path: Path) -> None:
     """Traces when at least 2 s passed since the previous trace."""
     clock = FakeClock()
     hook = ProfilerHook(save_secs=2, output_dir=tmp_path, clock=clock)
-    hook.begin()
-    assert await run_steps(hook, 6, clock, secs=1.0) == [False, True, False, True, False, True]
+    await hook.begin()
+    # The first run (at t=0) starts the count: runs at t=2 and t=4 are traced.
+    assert await run_steps(hook, 6, clock, secs=1.0) == [False, False, True, False, True, False]
     await hook.end(None)
-    assert timelines(tmp_path) == ["timeline-2.json", "timeline-4.json", "timeline-6.json"]
+    assert timelines(tmp_path) == ["timeline-3.json", "timeline-5.json"]
+
+
+@pytest.mark.anyio
+async def test_save_secs_counts_from_the_first_run_as_tensorflow_does(tmp_path: Path) -> None:
+    """TF's own test: runs at +0 (not saved), +2.5 (saved), +2.6, +4.4 (not), +4.5 (saved)."""
+    clock = FakeClock()
+    hook = ProfilerHook(save_secs=2, output_dir=tmp_path, clock=clock)
+    await hook.begin()
+    traced = []
+    for step, at in enumerate([0.0, 2.5, 2.6, 4.4, 4.5]):
+        clock.now = 1000.0 + at
+        args = await hook.before_run(context(step))
+        traced.append(args is not None)
+        hook.after_run(context(step), values(step + 1))
+    assert traced == [False, True, False, False, True]
+
+
+@pytest.mark.anyio
+async def test_save_secs_does_not_trace_the_second_run_right_away(tmp_path: Path) -> None:
+    """However little time passed, the second run is not traced (the first one started the count)."""
+    clock = FakeClock()
+    hook = ProfilerHook(save_secs=60, output_dir=tmp_path, clock=clock)
+    await hook.begin()
+    assert await run_steps(hook, 3, clock, secs=0.5) == [False, False, False]
+
+
+@pytest.mark.anyio
+async def test_save_steps_three_traces_steps_three_and_six_in_a_session(
+    tmp_path: Path, session_kind: str
+) -> None:
+    """In a real session from step 0, save_steps=3 traces the runs reaching 3 and 6 (TF)."""
+    hook = ProfilerHook(save_steps=3, output_dir=tmp_path)
+    await drive([StopAtStepHook(num_steps=7), hook], lambda i: {}, kind=session_kind)
+    assert timelines(tmp_path) == ["timeline-3.json", "timeline-6.json"]
+
+
+@pytest.mark.anyio
+async def test_the_count_starts_at_the_first_runs_step_after_a_restart(tmp_path: Path) -> None:
+    """Resuming at step 100 with save_steps=3: steps 103 and 106 are traced."""
+    clock = FakeClock()
+    hook = ProfilerHook(save_steps=3, output_dir=tmp_path, clock=clock)
+    await hook.begin()
+    for step in range(100, 107):
+        await hook.before_run(context(step))
+        hook.after_run(context(step), values(step + 1))
+    await hook.end(None)
+    assert timelines(tmp_path) == ["timeline-103.json", "timeline-106.json"]
 
 
 @pytest.mark.anyio
@@ -72,7 +120,7 @@ async def test_save_steps_does_not_save_in_first_step(tmp_path: Path) -> None:
     """The very first run is never traced with save_steps either."""
     clock = FakeClock()
     hook = ProfilerHook(save_steps=1, output_dir=tmp_path, clock=clock)
-    hook.begin()
+    await hook.begin()
     assert await run_steps(hook, 1, clock) == [False]
 
 
@@ -81,7 +129,7 @@ async def test_save_steps_saves_periodically(tmp_path: Path) -> None:
     """Every 2nd run is traced: steps 2, 4."""
     clock = FakeClock()
     hook = ProfilerHook(save_steps=2, output_dir=tmp_path, clock=clock)
-    hook.begin()
+    await hook.begin()
     assert await run_steps(hook, 5, clock) == [False, True, False, True, False]
     await hook.end(None)
     assert timelines(tmp_path) == ["timeline-2.json", "timeline-4.json"]
@@ -93,7 +141,7 @@ async def test_run_metadata_saves(tmp_path: Path) -> None:
     """The trace of step 2 carries its step and the tag step_2 (TF: run metadata under step_2)."""
     clock = FakeClock()
     hook = ProfilerHook(save_steps=2, output_dir=tmp_path, clock=clock)
-    hook.begin()
+    await hook.begin()
     await run_steps(hook, 2, clock)
     assert timelines(tmp_path) == []  # written once the step is complete: next before_run or end
     await hook.end(None)

@@ -51,13 +51,13 @@ async def test_log_mode_logs_periodically_and_at_end(caplog: pytest.LogCaptureFi
     """Off a terminal it logs a line every log_every_secs and a final one at end."""
     clock = FakeClock()
     hook = ProgressBarHook(4, metrics=["loss"], mode="log", log_every_secs=10.0, clock=clock)
-    hook.begin()
+    await hook.begin()
     with caplog.at_level(logging.INFO, logger="hookrun"):
         for step in range(4):
             hook.before_run(context(step))
             clock.advance(6.0)
             hook.after_run(context(step), values(step + 1, {"loss": 0.25}))
-        hook.end(None)
+        await hook.end(None)
     lines = [r.getMessage() for r in caplog.records]
     assert lines == [
         "step 2/4 (50.0%), 0.167 steps/s, loss=0.25",
@@ -74,13 +74,43 @@ async def test_log_mode_without_total(caplog: pytest.LogCaptureFixture) -> None:
         hook.before_run(context(7))
         clock.advance(2.0)
         hook.after_run(context(7), values(8))
-        hook.end(None)
+        await hook.end(None)
     assert [r.getMessage() for r in caplog.records] == ["etl: step 8, 0.5 steps/s"]
 
 
 def test_missing_tqdm_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without tqdm a bar is an ImportError naming hookrun[progress]."""
+    """Without tqdm an explicit bar is an ImportError naming hookrun[progress], on a terminal
+    or not, when the hook is built."""
     monkeypatch.setitem(sys.modules, "tqdm", None)
-    with pytest.raises(ImportError, match=r"pip install 'hookrun\[progress\]'"):
-        ProgressBarHook(mode="bar")
+    for file in (Terminal(), io.StringIO(), None):
+        with pytest.raises(ImportError, match=r"pip install 'hookrun\[progress\]'"):
+            ProgressBarHook(mode="bar", file=file)
     assert ProgressBarHook(mode="log").mode == "log"
+
+
+@pytest.mark.anyio
+async def test_auto_without_tqdm_logs_lines_everywhere_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, session_kind: str
+) -> None:
+    """auto without tqdm: the same on a terminal and in a pipe: one warning, then log lines."""
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    for file in (Terminal(), io.StringIO()):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="hookrun"):
+            hook = ProgressBarHook(4, file=file)
+            assert hook.mode == "log"
+            await drive([hook, StopAtStepHook(num_steps=4)], lambda i: {}, kind=session_kind)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and "hookrun[progress]" in warnings[0]
+        lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+        assert lines[-1].startswith("step 4/4 (100.0%)")
+        assert file.getvalue() == ""  # no bar drawn
+
+
+def test_log_mode_without_tqdm_does_not_warn(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    with caplog.at_level(logging.INFO, logger="hookrun"):
+        ProgressBarHook(mode="log", file=Terminal())
+    assert caplog.records == []

@@ -133,3 +133,15 @@ async def test_given_writer_is_flushed_not_closed(tmp_path: Path) -> None:
     writer.add_scalar("after", 1.0, 9)
     writer.close()
     assert read_eval_metrics(tmp_path)[9] == {"after": 1.0}
+
+
+@pytest.mark.anyio
+async def test_given_tensorboard_writer_holds_the_scalars_when_the_session_ends(
+    tmp_path: Path, session_kind: str
+) -> None:
+    """The hook flushes a writer it was given at end: the directory then holds every scalar."""
+    writer = TensorBoardWriter(tmp_path)
+    hook = SummarySaverHook(save_steps=1, summary_writer=writer, scalars=["v"])
+    await drive([hook, StopAtStepHook(num_steps=3)], lambda i: {"v": i * 2}, kind=session_kind)
+    assert read_eval_metrics(tmp_path) == {1: {"v": 0.0}, 2: {"v": 2.0}, 3: {"v": 4.0}}
+    writer.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import pytest
 from trio.testing import MockClock
 
@@ -103,3 +104,50 @@ async def test_default_clock_works_on_both_backends() -> None:
     assert timer.should_trigger_for_step(0)
     assert timer.update_last_triggered_step(0) == (None, None)
     assert not timer.should_trigger_for_step(1)
+
+
+def test_step_timer_works_outside_an_event_loop() -> None:
+    """A step-based timer with the default clock decides on steps alone: no event loop needed."""
+    timer = SecondOrStepTimer(every_steps=2)
+    assert timer.update_last_triggered_step(1) == (None, None)
+    assert not timer.should_trigger_for_step(2)
+    assert timer.should_trigger_for_step(3)
+    # No clock to read: the steps are still counted, the seconds are unknown.
+    assert timer.update_last_triggered_step(3) == (None, 2)
+    assert timer.last_triggered_step() == 3
+
+
+def test_seconds_timer_outside_an_event_loop_still_needs_the_clock() -> None:
+    """Seconds need a clock: the default one outside an event loop is an error, not a guess."""
+    timer = SecondOrStepTimer(every_secs=1.0)
+    assert timer.should_trigger_for_step(0)  # the first question needs no clock
+    with pytest.raises(RuntimeError):
+        timer.update_last_triggered_step(0)
+
+
+def test_step_timer_never_reads_the_clock_to_decide() -> None:
+    """should_trigger_for_step of a step timer does not call the clock; the report does."""
+    reads: list[float] = []
+
+    def clock() -> float:
+        reads.append(1.0)
+        return 10.0 * len(reads)
+
+    timer = SecondOrStepTimer(every_steps=2, clock=clock)
+    timer.update_last_triggered_step(0)
+    assert len(reads) == 1
+    for step in range(5):
+        timer.should_trigger_for_step(step)
+    assert len(reads) == 1
+    assert timer.update_last_triggered_step(2) == (10.0, 2)
+
+
+@pytest.mark.anyio
+async def test_step_timer_measures_seconds_inside_an_event_loop() -> None:
+    """With a running loop the default clock is read: StepCounterHook's rate needs it."""
+    timer = SecondOrStepTimer(every_steps=1)
+    timer.update_last_triggered_step(0)
+    await anyio.lowlevel.checkpoint()
+    elapsed_secs, elapsed_steps = timer.update_last_triggered_step(1)
+    assert elapsed_steps == 1
+    assert elapsed_secs is not None and elapsed_secs >= 0

@@ -518,8 +518,8 @@ class Model:
     def close(self, call_end: bool) -> tuple[Any, ...] | None:
         self.state = "closed"
         error = None
-        if call_end:
-            name = self.current.name if self.current is not None else None
+        if call_end and self.current is not None:  # no session (lost to a failed re-creation): no end
+            name = self.current.name
             try:
                 self.phase("end", {plan.name: name for plan in self.hooks})
             except _StepError as exc:
@@ -528,7 +528,8 @@ class Model:
         return error
 
     def should_stop(self) -> bool:
-        return self.state != "open" or self.hook_stop or self.current is None
+        # A session lost to a failed re-creation is created again by the next run(): not stopped.
+        return self.state != "open" or self.hook_stop
 
     # -- one run() call -------------------------------------------------------------------------
 

@@ -51,7 +51,8 @@ async def test_singular_should_stop_with_recoverable_error_in_coordinator() -> N
 
 @pytest.mark.anyio
 async def test_run_after_failed_recovery_creates_the_session_again() -> None:
-    """After re-creating the session failed, should_stop() is True and the next run() tries again."""
+    """After re-creating the session failed, the creator's error propagates, should_stop() stays
+    False and the next run() tries again."""
     creator = ScriptedCreator(
         {"x": 1},
         session_errors={0: {0: AbortedError("preempted")}},
@@ -60,7 +61,7 @@ async def test_run_after_failed_recovery_creates_the_session_again() -> None:
     async with MonitoredSession(creator, [], retry=NO_WAIT) as sess:
         with pytest.raises(ValueError, match="cannot create"):
             await sess.run(["x"])
-        assert sess.should_stop()
+        assert not sess.should_stop()
         assert await sess.run(["x"]) == [1]
         assert not sess.should_stop()
     assert creator.attempts == 3

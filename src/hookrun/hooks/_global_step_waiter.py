@@ -35,11 +35,11 @@ class GlobalStepWaiterHook(SessionRunHook):
     def __repr__(self) -> str:
         return f"GlobalStepWaiterHook({self._wait_until_step})"
 
-    def begin(self) -> None:
+    async def begin(self) -> None:
         """Arm the hook: the first step waits (unless the target is <= 0)."""
         self._started = self._wait_until_step <= 0
 
-    def after_create_session(self, session: object, coord: object) -> None:
+    async def after_create_session(self, session: object, coord: object) -> None:
         """Take the step counter from the coordinator."""
         self._counter = step_counter_of(coord)
 

@@ -1,4 +1,10 @@
-"""``LoggingTensorHook``: log fetched values every N local steps, every N seconds, and/or at end."""
+"""``LoggingTensorHook``: log fetched values every N local steps, every N seconds, and/or at end.
+
+At ``end`` it logs the values of the last completed step (fetched with that
+step), never running the session again: on a ``StepSession`` another run would
+be one more step, and at the end of the input it would fail. This differs from
+TensorFlow, whose hook runs the tensors once more at ``end``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
-from .._sessions import fetch
 from .._timer import Clock, NeverTriggerTimer, SecondOrStepTimer
 from ._common import logger
 
@@ -23,8 +28,9 @@ class LoggingTensorHook(SessionRunHook):
     counted in *local* iterations of this hook (reset in ``begin``), not in
     global steps: values are fetched and logged on iterations 0, N, 2N, ...
     (``every_n_iter``) or at most once every ``every_n_secs`` seconds; with
-    ``at_end=True`` they are also fetched from the session and logged at
-    ``end``. The default line is ``"tag = value, ..."`` followed by
+    ``at_end=True`` they are fetched with every step and the last completed
+    step's values are logged at ``end`` (nothing if no step completed). The
+    default line is ``"tag = value, ..."`` followed by
     ``" (x.xxx sec)"`` from the second log on; ``formatter(values)`` replaces it.
     ``clock`` (keyword-only) replaces :func:`anyio.current_time`.
     """
@@ -59,30 +65,35 @@ class LoggingTensorHook(SessionRunHook):
         self._request = SessionRunArgs(self._tensors)
         self._iter_count = 0
         self._should_trigger = False
+        #: With ``at_end``: the values of the last completed step, logged at ``end``.
+        self._last_values: dict[Hashable, Any] | None = None
 
     def __repr__(self) -> str:
         return f"LoggingTensorHook({self._tags!r}, timer={self._timer!r}, at_end={self._at_end})"
 
-    def begin(self) -> None:
+    async def begin(self) -> None:
         """Restart the local iteration count and the timer."""
         self._timer.reset()
         self._iter_count = 0
+        self._last_values = None
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
-        """Fetch the values on triggering iterations only."""
+        """Fetch the values on triggering iterations (on every one with ``at_end``)."""
         self._should_trigger = self._timer.should_trigger_for_step(self._iter_count)
-        return self._request if self._should_trigger else None
+        return self._request if self._should_trigger or self._at_end else None
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        """Log the values fetched for this iteration, if any."""
+        """Log the values fetched for this iteration, if due; keep them for ``end``."""
+        if self._at_end:
+            self._last_values = run_values.results
         if self._should_trigger:
             self._log(run_values.results)
         self._iter_count += 1
 
     async def end(self, session: Any) -> None:
-        """With ``at_end``, fetch the values from the session and log them."""
-        if self._at_end:
-            self._log(await fetch(session, self._tensors))
+        """With ``at_end``, log the last completed step's values (the session is not run)."""
+        if self._at_end and self._last_values is not None:
+            self._log(self._last_values)
 
     def _log(self, values: dict[Hashable, Any]) -> None:
         elapsed, _ = self._timer.update_last_triggered_step(self._iter_count)

@@ -42,8 +42,11 @@ _TRACE = SessionRunArgs(options=RunOptions(trace=True))
 class ProfilerHook(SessionRunHook):
     """Writes ``timeline-<step>.json`` (Chrome trace format) every ``save_steps`` / ``save_secs``.
 
-    Exactly one of the two (TensorFlow's messages). Never traces the very first
-    step; ``<step>`` is the global step the traced run reached. Files go to
+    Exactly one of the two (TensorFlow's messages). As in TensorFlow, the first
+    run only starts the count (it is never traced): with ``save_steps=3`` and a
+    counter starting at 0 the runs reaching steps 3, 6, ... are traced, with
+    ``save_secs`` the first run traced is the first one ``save_secs`` after the
+    first run. ``<step>`` is the global step the traced run reached. Files go to
     ``output_dir`` (default: the current directory), created if missing;
     :attr:`saved_files` lists the paths written. ``clock`` replaces
     :func:`anyio.current_time`.
@@ -62,7 +65,7 @@ class ProfilerHook(SessionRunHook):
     ) -> None:
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps, clock=clock)
         self._output_dir = Path(output_dir)
-        self._seen_first = False
+        self._primed = False  # the first run has started the count
         self._requested = False
         self._pending: tuple[int, RunMetadata] | None = None
         self.saved_files: list[Path] = []
@@ -70,21 +73,25 @@ class ProfilerHook(SessionRunHook):
     def __repr__(self) -> str:
         return f"ProfilerHook({self._timer!r}, output_dir={str(self._output_dir)!r})"
 
-    def begin(self) -> None:
-        """Restart the timer; the first step is never traced."""
+    async def begin(self) -> None:
+        """Restart the timer; the next first run only starts the count."""
         self._timer.reset()
-        self._seen_first = False
+        self._primed = False
 
     async def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Write the previous traced step, then ask for tracing if this step is due."""
         await self._write_pending()
-        due = self._seen_first and self._timer.should_trigger_for_step(run_context.global_step + 1)
-        self._seen_first = True
+        due = self._primed and self._timer.should_trigger_for_step(run_context.global_step + 1)
         self._requested = due
         return _TRACE if due else None
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        """Remember the traced step's metadata; it is written once the step is complete."""
+        """Start the count after the first run; remember a traced step's metadata (it is
+        written once the step is complete)."""
+        if not self._primed:
+            # TensorFlow primes the timer with the step the first run started from.
+            self._timer.update_last_triggered_step(run_context.global_step)
+            self._primed = True
         if self._requested:
             self._timer.update_last_triggered_step(run_values.global_step)
             self._pending = (run_values.global_step, run_values.run_metadata)

@@ -25,7 +25,9 @@ class ProgressBarHook(SessionRunHook):
     ``file`` (default ``sys.stderr``; needs the ``hookrun[progress]`` extra),
     ``"log"`` logs a line (logger ``hookrun``) every ``log_every_secs`` seconds
     and at ``end``, ``"auto"`` (default) draws the bar only when ``file`` is a
-    terminal. ``desc`` prefixes the bar and the lines; ``clock`` replaces
+    terminal. A missing tqdm is decided when the hook is built, wherever it
+    runs: ``"bar"`` raises ``ImportError`` naming the extra; ``"auto"`` logs
+    one warning and logs lines (``mode`` then reads ``"log"``). ``desc`` prefixes the bar and the lines; ``clock`` replaces
     :func:`anyio.current_time` for the log timing.
     """
 
@@ -47,10 +49,12 @@ class ProgressBarHook(SessionRunHook):
         self._metrics = _metric_map(metrics)
         self._desc = desc
         self._file = file
-        self.mode: Mode = _resolve_mode(mode, file)
         self._tqdm: Any = None
-        if self.mode == "bar":
-            self._tqdm = import_optional("tqdm", "progress", "ProgressBarHook").tqdm
+        if mode == "bar":
+            self._tqdm = import_optional("tqdm", "progress", "ProgressBarHook(mode='bar')").tqdm
+        elif mode == "auto":
+            self._tqdm = _tqdm_or_none()
+        self.mode: Mode = _resolve_mode(mode, file) if self._tqdm is not None or mode == "log" else "log"
         self._log_timer = SecondOrStepTimer(every_secs=log_every_secs, clock=clock)
         self._request = SessionRunArgs(self._metrics) if self._metrics else None
         self._bar: Any = None
@@ -60,7 +64,7 @@ class ProgressBarHook(SessionRunHook):
     def __repr__(self) -> str:
         return f"ProgressBarHook(total={self.total}, mode={self.mode!r})"
 
-    def begin(self) -> None:
+    async def begin(self) -> None:
         """Start afresh: the bar opens at the first step."""
         self._log_timer.reset()
         self._step = None
@@ -81,7 +85,7 @@ class ProgressBarHook(SessionRunHook):
         elif self._log_timer.should_trigger_for_step(self._step):
             self._log_line()
 
-    def end(self, session: object) -> None:
+    async def end(self, session: object) -> None:
         """Close the bar, or log the final line."""
         if self._bar is not None:
             self._bar.close()
@@ -112,6 +116,20 @@ class ProgressBarHook(SessionRunHook):
             parts.append(f"{elapsed_steps / elapsed_secs:.3g} steps/s")
         parts += [f"{label}={value}" for label, value in _postfix(self._values).items()]
         logger.info("%s%s", f"{self._desc}: " if self._desc else "", ", ".join(parts))
+
+
+def _tqdm_or_none() -> Any:
+    """tqdm's ``tqdm`` class, or ``None`` (with one warning) when tqdm is not installed."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        logger.warning(
+            "ProgressBarHook: tqdm is not installed, so progress is logged as lines instead "
+            "of drawn as a bar; install it with: pip install 'hookrun[progress]' "
+            "(or pass mode='log' to choose log lines and silence this warning)"
+        )
+        return None
+    return tqdm
 
 
 def _resolve_mode(mode: Mode, file: IO[str] | None) -> Mode:

@@ -3,9 +3,10 @@
 ``SummaryWriter`` is structural: anything with ``add_scalar(tag, value,
 step)``, ``flush()`` and ``close()`` plugs in (a ``tensorboardX.SummaryWriter``
 already does). ``TensorBoardWriter`` writes real TensorBoard event files
-through tensorboardX, imported lazily: a missing tensorboardX is an
-``ImportError`` naming the ``hookrun[tensorboard]`` extra, raised when the
-writer is built. Every writer created here gets an event-file name of its
+with tensorboardX's event-file format and protos, imported lazily: a missing
+tensorboardX is an ``ImportError`` naming the ``hookrun[tensorboard]`` extra,
+raised when the writer is built. Its ``flush`` writes every queued event, as
+the protocol promises. Every writer created here gets an event-file name of its
 own, so several hooks may write into one directory.
 
 ``WriterSlot`` is the ownership rule the hooks share: a writer the hook made
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, Protocol, runtime_checkable
+import threading
+import time
+from typing import Protocol, runtime_checkable
 
 import anyio
 
@@ -48,35 +51,63 @@ class SummaryWriter(Protocol):
 class TensorBoardWriter:
     """Writes scalars to TensorBoard event files in ``logdir`` (needs ``hookrun[tensorboard]``).
 
-    ``add_scalar`` only queues the event (tensorboardX writes from its own
-    thread); ``flush`` and ``close`` block on file I/O, so async code calls
-    them through a worker thread (the hooks do).
+    ``add_scalar`` appends the event to the file's buffer (no background
+    thread, no queue); ``flush`` writes every event added so far to the file,
+    so a reader of ``logdir`` sees them at once; ``close`` flushes and closes
+    the file. Besides, an ``add_scalar`` at least ``flush_secs`` after the last
+    flush flushes (TensorBoard shows a live run). ``flush`` and ``close`` do
+    file I/O, so async code calls them through a worker thread (the hooks do).
+    Safe to use from several threads. Adding to a closed writer is a
+    ``RuntimeError``.
     """
 
     def __init__(self, logdir: str | os.PathLike[str], *, flush_secs: float = 120.0) -> None:
-        tensorboardx = import_optional("tensorboardX", "tensorboard", "TensorBoardWriter")
+        import_optional("tensorboardX", "tensorboard", "TensorBoardWriter")
+        from tensorboardX.event_file_writer import EventsWriter
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.summary import scalar
+
+        if isinstance(flush_secs, bool) or not isinstance(flush_secs, int | float) or flush_secs < 0:
+            raise ValueError(f"TensorBoardWriter: flush_secs must be a number >= 0, got {flush_secs!r}")
         self.logdir = os.fspath(logdir)
         suffix = f".hookrun.{os.getpid()}.{next(_serial)}"
-        # tensorboardX's own check-then-create races when two hooks open one directory.
         os.makedirs(self.logdir, exist_ok=True)
-        self._writer: Any = tensorboardx.SummaryWriter(
-            self.logdir, flush_secs=flush_secs, filename_suffix=suffix
-        )
+        self._event, self._scalar = Event, scalar
+        self._events = EventsWriter(os.path.join(self.logdir, "events"), suffix)
+        self._lock = threading.Lock()
+        self._flush_secs = float(flush_secs)
+        self._next_flush = time.monotonic() + self._flush_secs
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"TensorBoardWriter({self.logdir!r})"
 
     def add_scalar(self, tag: str, value: float, step: int) -> None:
-        """Queue a scalar event."""
-        self._writer.add_scalar(tag, float(value), step)
+        """Append a scalar event (flushing if ``flush_secs`` passed since the last flush)."""
+        event = self._event(wall_time=time.time(), step=int(step), summary=self._scalar(tag, float(value)))
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self!r} is closed: cannot add {tag!r} at step {step}")
+            self._events.write_event(event)
+            if time.monotonic() >= self._next_flush:
+                self._flush_locked()
 
     def flush(self) -> None:
-        """Write queued events to disk."""
-        self._writer.flush()
+        """Write every event added so far to the event file (a no-op once closed)."""
+        with self._lock:
+            if not self._closed:
+                self._flush_locked()
 
     def close(self) -> None:
         """Flush and close the event file (idempotent)."""
-        self._writer.close()
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._events.close()
+
+    def _flush_locked(self) -> None:
+        self._events.flush()
+        self._next_flush = time.monotonic() + self._flush_secs
 
 
 class WriterSlot:
