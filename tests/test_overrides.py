@@ -149,3 +149,24 @@ def test_the_hook_inside_in_thread_is_checked() -> None:
 
     with pytest.raises(TypeError, match=r"hooks\[0\] member 0 \(Blocking\): .*Blocking\.begin is a plain"):
         MonitoredSession(_create, [hookrun.in_thread(Blocking())])
+
+
+def test_the_documented_async_run_methods_of_the_builtin_hooks() -> None:
+    """docs/hooks.md lists which before_run / after_run are async; this keeps it true."""
+    found = set()
+    for cls in _builtin_hook_classes():
+        for method in ("before_run", "after_run"):
+            implementation = getattr(cls, method)
+            if implementation is not getattr(SessionRunHook, method) and inspect.iscoroutinefunction(
+                implementation
+            ):
+                found.add(f"{cls.__name__}.{method}")
+    assert found == {
+        "FeedFnHook.before_run",
+        "GlobalStepWaiterHook.before_run",
+        "ProfilerHook.before_run",
+        "StopOnPredicateHook.after_run",
+        "_BeforeRunHook.before_run",
+        "_AfterRunHook.after_run",
+        "_FetchingAfterRunHook.after_run",
+    }

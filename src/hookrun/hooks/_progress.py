@@ -27,7 +27,8 @@ class ProgressBarHook(SessionRunHook):
     and at ``end``, ``"auto"`` (default) draws the bar only when ``file`` is a
     terminal. A missing tqdm is decided when the hook is built, wherever it
     runs: ``"bar"`` raises ``ImportError`` naming the extra; ``"auto"`` logs
-    one warning and logs lines (``mode`` then reads ``"log"``). ``desc`` prefixes the bar and the lines; ``clock`` replaces
+    one warning and logs lines (``mode`` then reads ``"log"``). ``desc``
+    prefixes the bar and the lines; ``clock`` replaces
     :func:`anyio.current_time` for the log timing.
     """
 
@@ -54,7 +55,8 @@ class ProgressBarHook(SessionRunHook):
             self._tqdm = import_optional("tqdm", "progress", "ProgressBarHook(mode='bar')").tqdm
         elif mode == "auto":
             self._tqdm = _tqdm_or_none()
-        self.mode: Mode = _resolve_mode(mode, file) if self._tqdm is not None or mode == "log" else "log"
+        # "auto" without tqdm logs lines wherever it runs (the warning was logged above).
+        self.mode: Mode = "log" if mode == "auto" and self._tqdm is None else _resolve_mode(mode, file)
         self._log_timer = SecondOrStepTimer(every_secs=log_every_secs, clock=clock)
         self._request = SessionRunArgs(self._metrics) if self._metrics else None
         self._bar: Any = None
