@@ -33,7 +33,7 @@ from ._errors import CLEAN_STOP_TYPES
 from ._log import logger
 from ._step import LocalStepCounter, StepCounter
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "close_hosted", "open_hosted"]
 
 
 PosArgsT = TypeVarTuple("PosArgsT")
@@ -457,3 +457,21 @@ async def _checkpoint() -> None:
     from anyio.lowlevel import checkpoint  # imported on first use: keeps `import hookrun` light
 
     await checkpoint()
+
+
+# -- the monitored session's interface ----------------------------------------------------
+# A monitored session opens each coordinator it creates in a host task of its own task
+# group and closes it from another nesting level; these two functions are the whole of
+# what it uses beyond the public API.
+
+
+async def open_hosted(coord: Coordinator, task_group: TaskGroup) -> None:
+    """Open ``coord`` in a host task of ``task_group`` (close it with ``close_hosted``)."""
+    await coord._open_in(task_group)
+
+
+async def close_hosted(coord: Coordinator, stop_grace_period: float) -> None:
+    """Request stop, join within ``stop_grace_period`` (stragglers are logged and
+    cancelled, as when a monitored session closes) and close the host task; shielded.
+    Raises the recorded exception, if any."""
+    await coord._close_hosted(stop_grace_period, ignore_live_tasks=True)

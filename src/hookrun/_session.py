@@ -1,20 +1,36 @@
 """``MonitoredSession`` and friends: every state change of a monitored session happens here.
 
-States: new → open (``__aenter__``: begin, create, after_create_session) →
-closed (``aclose``/``__aexit__``). While open, ``run`` performs one step at a
-time: before_run → merge → session run → step counter → after_run. Recovery
-(``MonitoredSession`` only) closes the current session and coordinator without
-``end``, creates new ones and re-runs the whole call.
+=============  ====================================================================
+state          meaning
+=============  ====================================================================
+NEW            built, not entered yet
+OPEN           a raw session and its coordinator exist; steps run on them
+RECOVERING     the current session failed with a recoverable error: it is still
+               there, to be closed (no ``end``) and replaced before the next step
+BROKEN         no session: re-creating it failed or was interrupted; the next step
+               of a ``MonitoredSession`` creates it again
+CLOSED         closed for good (``aclose``/``__aexit__``)
+=============  ====================================================================
+
+NEW → OPEN (``__aenter__``: begin, create, after_create_session); OPEN → RECOVERING
+the moment a step fails with a recoverable error, before anything is awaited, so a
+recovery that is interrupted (cancelled) is resumed by the next ``run()``;
+RECOVERING → BROKEN when the failed session is closed; BROKEN → OPEN once a new
+session is created (``_recover`` is the only way back); any state → CLOSED.
+Orthogonal to the state: ``_busy`` (a step is running) and ``_hook_stop`` (a hook
+requested stop: sticky). ``_admit`` is the one check of ``run`` and ``run_step_fn``.
 
 Invariants: begin runs once; every created session and coordinator is closed
 exactly once; after_run runs only after a successful session run; a hook stop
 request is sticky at once; the session task group outlives every task it holds.
+The step bodies are in ``_stepping.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from types import MappingProxyType, TracebackType
+import enum
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -22,30 +38,16 @@ import anyio
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-from . import _nest
-from ._coordinator import Coordinator
+from ._coordinator import Coordinator, close_hosted, open_hosted
 from ._dispatch import Dispatcher
-from ._errors import (
-    CLEAN_STOP_TYPES,
-    RECOVERABLE_TYPES,
-    DeadlineExceededError,
-    RunAfterStopError,
-    SessionClosedError,
-)
-from ._hooks import (
-    RunMetadata,
-    RunOptions,
-    SessionRunContext,
-    SessionRunValues,
-    TimingRecord,
-    check_feed_dict,
-)
+from ._errors import CLEAN_STOP_TYPES, RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
+from ._hooks import RunMetadata, RunOptions, check_feed_dict
 from ._log import logger
-from ._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
+from ._merge import FetchLayout
 from ._plan import hook_name
 from ._recovery import RetryBudget, RetryPolicy
-from ._sessions import check_values
 from ._step import LocalStepCounter, StepCounter
+from ._stepping import Stepping
 from ._validate import (
     check_seconds,
     check_session,
@@ -60,9 +62,20 @@ __all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
 
 
 T = TypeVar("T")
-_NEW, _OPEN, _CLOSED = "new", "open", "closed"
-_NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
-_new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level __new__
+
+
+class State(enum.Enum):
+    """The states of a monitored session (see the module docstring)."""
+
+    NEW = "new"
+    OPEN = "open"
+    RECOVERING = "recovering"
+    BROKEN = "broken"
+    CLOSED = "closed"
+
+
+#: States in which a step may start (RECOVERING and BROKEN: after recovering first).
+_STEPPABLE = frozenset({State.OPEN, State.RECOVERING, State.BROKEN})
 
 
 class StepContext:
@@ -92,7 +105,7 @@ class StepContext:
         self._owner._set_hook_stop()
 
 
-class _MonitoredSessionBase:
+class _MonitoredSessionBase(Stepping):
     #: Whether recoverable errors re-create the session (MonitoredSession) or propagate.
     _recovers = False
 
@@ -130,19 +143,19 @@ class _MonitoredSessionBase:
         self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
         #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
-        self._state = _NEW
+        self._state = State.NEW
         self._busy = False
         self._hook_stop = False
         self._tg: TaskGroup | None = None
         self._raw: Any = None
         self._coord: Coordinator | None = None
-        #: Why there is no session while open: re-creating it failed.
+        #: Why there is no session (BROKEN): the error re-creating it failed with, if any.
         self._broken: BaseException | None = None
         self._on_stop = self._set_hook_stop
 
     def __repr__(self) -> str:
         names = ", ".join(hook_name(hook) for hook in self.hooks)
-        return f"{type(self).__name__}({self._state}, hooks=[{names}])"
+        return f"{type(self).__name__}({self._state.value}, hooks=[{names}])"
 
     # -- accessors -------------------------------------------------------------------------
 
@@ -170,14 +183,15 @@ class _MonitoredSessionBase:
 
     async def __aenter__(self: T) -> T:
         assert isinstance(self, _MonitoredSessionBase)
-        if self._state is not _NEW:
-            raise RuntimeError(f"{type(self).__name__} can be entered only once (it is {self._state})")
-        self._state = _OPEN
+        if self._state is not State.NEW:
+            raise RuntimeError(f"{type(self).__name__} can be entered only once (it is {self._state.value})")
+        self._state = State.BROKEN  # open, no session yet
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
             await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
             await self._create(self._retry.budget())
+            self._state = State.OPEN
         except BaseException as exc:
             await self._teardown(call_end=False, error=exc)
             raise
@@ -198,19 +212,19 @@ class _MonitoredSessionBase:
 
         Closing twice does nothing. Leaving ``async with`` afterwards also does nothing more.
         """
-        if self._state is _OPEN:
+        if self._state in _STEPPABLE:
             await self._close(call_end=True, error=None)
 
     async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
         try:
-            if self._state is _OPEN:
+            if self._state in _STEPPABLE:
                 await self._close(call_end=call_end, error=error)
         finally:
             await self._exit_task_group()
 
     async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
         """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
-        self._state = _CLOSED
+        self._state = State.CLOSED
         failures: list[BaseException] = []
         interrupted: BaseException | None = None
         if call_end and self._raw is None:
@@ -250,7 +264,7 @@ class _MonitoredSessionBase:
         with anyio.move_on_after(2 * self._grace + 1.0, shield=True) as scope:
             if coord is not None:
                 try:
-                    await coord._close_hosted(self._grace, ignore_live_tasks=True)
+                    await close_hosted(coord, self._grace)
                 except Exception as exc:
                     failures.append(exc)
             if raw is not None:
@@ -291,6 +305,7 @@ class _MonitoredSessionBase:
     # -- creation and recovery -------------------------------------------------------------
 
     async def _create(self, budget: RetryBudget) -> None:
+        """Create a session and its coordinator, retrying recoverable errors per ``budget``."""
         while True:
             try:
                 await self._create_once()
@@ -309,7 +324,7 @@ class _MonitoredSessionBase:
             # OutOfRangeError / StopAsyncIteration / EndOfStream ends the session cleanly.
             coord = Coordinator(step_counter=self._counter)
             assert self._tg is not None
-            await coord._open_in(self._tg)
+            await open_hosted(coord, self._tg)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await _aclose_logged(raw)
@@ -321,76 +336,86 @@ class _MonitoredSessionBase:
             await self._close_current(raise_errors=False)
             raise
 
-    async def _recover(self, budget: RetryBudget, cause: BaseException) -> None:
-        # The budget's wait_to_retry has logged the cause, the attempt and the delay.
-        coord_error = self._coord.exception if self._coord is not None else None
-        failures = await self._close_current(raise_errors=True, log_session_errors=True)
-        for exc in failures:  # only the coordinator's now
-            if exc is coord_error and self._is_recoverable(exc):
-                continue
-            if self._is_recoverable(exc):
-                logger().warning("error while closing a failed session: %r", exc)
-                continue
-            self._broken = exc
-            raise exc
-        await self._create_again(budget)
+    def _fail_over(self) -> None:
+        """The current session failed with a recoverable error: replace it before the next step."""
+        if self._state is State.OPEN:
+            self._state = State.RECOVERING
 
-    async def _create_again(self, budget: RetryBudget) -> None:
-        """Create the session after the previous one was closed; remember why if it fails."""
+    async def _recover(self, budget: RetryBudget) -> None:
+        """The one way from RECOVERING or BROKEN back to OPEN: close the failed session and
+        its coordinator (no ``end``), create new ones (``after_create_session`` again)."""
+        if self._state is State.RECOVERING:
+            self._state = State.BROKEN
+            coord_error = self._coord.exception if self._coord is not None else None
+            for exc in await self._close_current(raise_errors=True, log_session_errors=True):
+                if self._is_recoverable(exc):  # the coordinator's own (or the cause itself)
+                    if exc is not coord_error:
+                        logger().warning("error while closing a failed session: %r", exc)
+                    continue
+                self._broken = exc
+                raise exc
         try:
             await self._create(budget)
         except BaseException as exc:
             self._broken = exc
             raise
         self._broken = None
+        self._state = State.OPEN
 
     def _is_recoverable(self, exc: BaseException) -> bool:
         return isinstance(exc, self._recoverable)
 
+    def _held_recoverable(self) -> BaseException | None:
+        """A recoverable error a background task recorded in the coordinator, if any."""
+        coord = self._coord
+        if coord is None or not coord.should_stop():
+            return None
+        held = coord.exception
+        return held if held is not None and self._is_recoverable(held) else None
+
     def _recoverable_cause(self, exc: BaseException) -> BaseException | None:
         """The error to recover from: the step's, or a recoverable one the coordinator holds."""
-        if self._is_recoverable(exc):
-            return exc
-        held = self._coord.exception if self._coord is not None else None
-        if held is not None and self._is_recoverable(held):
-            return held
-        return None
+        return exc if self._is_recoverable(exc) else self._held_recoverable()
+
+    def _needs_recovery(self) -> bool:
+        return self._state is not State.OPEN or self._held_recoverable() is not None
 
     # -- stepping --------------------------------------------------------------------------
 
     def should_stop(self) -> bool:
         """True once a hook requested stop, the coordinator stopped, or the session closed."""
-        if self._state is not _OPEN or self._hook_stop:
+        state = self._state
+        if state not in _STEPPABLE or self._hook_stop:
             return True
-        coord = self._coord
-        if coord is None:
-            # Open without a session: re-creating it failed or was cancelled. A
-            # MonitoredSession's next run() creates it again, so it is not stopped.
+        if state is not State.OPEN:
+            # RECOVERING or BROKEN: a MonitoredSession's next run() recovers first.
             return not self._recovers
-        if coord._stopped:
-            held = coord.exception
-            return not (self._recovers and held is not None and self._is_recoverable(held))
-        return False
+        coord = self._coord
+        assert coord is not None
+        return coord.should_stop() and not (self._recovers and self._held_recoverable() is not None)
 
     def _set_hook_stop(self) -> None:
         self._hook_stop = True
 
-    def _refuse(self, what: str) -> None:
-        if self._state is _NEW:
-            raise SessionClosedError(f"{type(self).__name__}.{what} called outside 'async with'")
-        if self._state is _CLOSED:
-            raise SessionClosedError(f"{type(self).__name__}.{what} called after the session closed")
+    def _admit(self, what: str) -> None:
+        """The one check before a step starts: refuse it, saying why, unless it may run."""
+        if self._state in _STEPPABLE and not self._busy and not self._hook_stop:
+            return
+        name = type(self).__name__
+        if self._state is State.NEW:
+            raise SessionClosedError(f"{name}.{what} called outside 'async with'")
+        if self._state is State.CLOSED:
+            raise SessionClosedError(f"{name}.{what} called after the session closed")
         if self._busy:
             raise RuntimeError(
-                f"{type(self).__name__}.{what} called while another run() or run_step_fn() "
+                f"{name}.{what} called while another run() or run_step_fn() "
                 "of this session is in progress (from another task, or re-entered from a hook); "
                 "a monitored session runs one step at a time"
             )
-        raise RunAfterStopError(f"{type(self).__name__}.{what} called after a hook requested stop")
+        raise RunAfterStopError(f"{name}.{what} called after a hook requested stop")
 
     def _refuse_broken(self) -> None:
-        if self._state is not _OPEN:
-            self._refuse("run()")
+        self._admit("run()")
         raise SessionClosedError(
             f"{type(self).__name__} has no session: re-creating it failed with {self._broken!r}"
         )
@@ -403,19 +428,21 @@ class _MonitoredSessionBase:
         run_metadata: RunMetadata | None = None,
     ) -> Any:
         """One step: before_run → session run → after_run; returns the caller's fetches."""
-        if self._state is not _OPEN or self._busy or self._hook_stop:
-            self._refuse("run()")
+        self._admit("run()")
         if feed_dict is not None and type(feed_dict) is not dict:
             check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
         self._busy = True
         try:
-            if self._recovers and (self._coord is None or self._coord._stopped):
+            if not self._recovers:
+                return await self._step(fetches, feed_dict, options, run_metadata)
+            if self._needs_recovery():
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
             try:
                 return await self._step(fetches, feed_dict, options, run_metadata)
             except Exception as exc:
-                if not self._recovers or self._recoverable_cause(exc) is None:
+                if self._recoverable_cause(exc) is None:
                     raise
+                self._fail_over()
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
             self._busy = False
@@ -424,8 +451,7 @@ class _MonitoredSessionBase:
         """Call ``step_fn(step_context)`` (async) and return its value; recovered calls get
         a context with the new session."""
         check_step_fn(step_fn)
-        if self._state is not _OPEN or self._busy or self._hook_stop:
-            self._refuse("run_step_fn()")
+        self._admit("run_step_fn()")
         self._busy = True
         try:
             if self._recovers:
@@ -442,172 +468,29 @@ class _MonitoredSessionBase:
     async def _with_recovery(
         self, attempt: Callable[..., Awaitable[T]], *args: Any, failed: BaseException | None = None
     ) -> T:
-        """Run ``attempt`` until it succeeds, recovering from recoverable errors per the policy.
-
-        ``failed`` is the error of an attempt already made (the caller's fast path).
-        """
+        """Run ``attempt`` until it succeeds, recovering first whenever the session failed,
+        per the retry policy. ``failed`` is the error of an attempt already made."""
         budget: RetryBudget | None = None
         while True:
             if failed is not None:
                 cause = self._recoverable_cause(failed)
                 if cause is None:
                     raise failed
+                self._fail_over()
                 budget = budget or self._retry.budget()
                 if not await budget.wait_to_retry(cause, action="recovering: re-creating the session"):
                     raise cause from (failed if cause is not failed else None)
-                await self._recover(budget, cause)
                 failed = None
             try:
-                if self._raw is None:  # lost to a failed or cancelled re-creation: try again
+                if self._needs_recovery():
+                    held = self._held_recoverable()
+                    if held is not None and self._state is State.OPEN:
+                        raise held  # recorded by a background task: recover from it, per the policy
                     budget = budget or self._retry.budget()
-                    await self._create_again(budget)
-                coord = self._coord
-                if coord is not None and coord.should_stop():
-                    held = coord.exception
-                    if held is not None and self._is_recoverable(held):
-                        raise held
+                    await self._recover(budget)
                 return await attempt(*args)
             except Exception as exc:
                 failed = exc
-
-    async def _run_bare(
-        self,
-        fetches: object,
-        feed_dict: Mapping[Any, Any] | None,
-        options: RunOptions | None,
-        run_metadata: RunMetadata | None,
-    ) -> Any:
-        """A step when no hook overrides before_run or after_run."""
-        raw = self._raw
-        if raw is None:
-            self._refuse_broken()
-        keys: list[Hashable] = []
-        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-        metadata = RunMetadata() if run_metadata is None else run_metadata
-        feeds = feed_dict or _NO_FEEDS
-        if options is None:
-            # ``_session_run`` written out for the default options: its coroutine frame is
-            # a sixth of this whole step's cost (measured 1.56 -> 1.37x the reference, K=0).
-            values = await raw.run(keys, feeds, DEFAULT_OPTIONS, metadata)
-            if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-                values = check_values(raw, keys, values)
-        else:
-            values = await self._session_run(raw, keys, feeds, check_options(options, "the caller"), metadata)
-        if self._local is not None:
-            self._local.increment_nowait(1)
-        else:
-            await self._counter.increment(1)
-        return None if shape is None else _nest.pack(shape, values)
-
-    async def _session_run(
-        self, raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
-    ) -> Sequence[Any]:
-        """The raw session's run of one step, its values checked against the keys."""
-        if options is DEFAULT_OPTIONS:
-            values = await raw.run(keys, feeds, options, metadata)
-        else:
-            values = await self._session_run_with_options(raw, keys, feeds, options, metadata)
-        if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-            values = check_values(raw, keys, values)
-        return values  # type: ignore[no-any-return]
-
-    async def _session_run_with_options(
-        self, raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
-    ) -> Any:
-        start = anyio.current_time() if options.trace else 0.0
-        try:
-            if options.timeout is None:
-                return await raw.run(keys, feeds, options, metadata)
-            with anyio.move_on_after(options.timeout):
-                return await raw.run(keys, feeds, options, metadata)
-            raise DeadlineExceededError(
-                f"{type(raw).__name__}.run took longer than RunOptions.timeout={options.timeout}s"
-            )
-        finally:
-            if options.trace:
-                metadata.timings.append(TimingRecord("run", "run", start, anyio.current_time()))
-
-    async def _run_hooked(
-        self,
-        fetches: object,
-        feed_dict: Mapping[Any, Any] | None,
-        options: RunOptions | None,
-        run_metadata: RunMetadata | None,
-    ) -> Any:
-        """A step with hooks, under a cancel scope when a phase has several async hooks."""
-        if self._step_scoped:
-            with self._dispatcher.new_scope() as scope:
-                return await self._hooked_step(fetches, feed_dict, options, run_metadata, scope)
-            raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
-        return await self._hooked_step(fetches, feed_dict, options, run_metadata, None)
-
-    async def _hooked_step(
-        self,
-        fetches: object,
-        feed_dict: Mapping[Any, Any] | None,
-        options: RunOptions | None,
-        run_metadata: RunMetadata | None,
-        scope: anyio.CancelScope | None,
-    ) -> Any:
-        """before_run → merge → session run → step counter → after_run."""
-        raw = self._raw
-        if raw is None:
-            self._refuse_broken()
-        local = self._local
-        step = local.value if local is not None else await self._counter.get()
-        ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
-        metadata = RunMetadata() if run_metadata is None else run_metadata
-        if options is None:
-            merged, trace = DEFAULT_OPTIONS, None
-        else:
-            merged = check_options(options, "the caller")
-            trace = metadata.timings if merged.trace else None
-        speculative = trace is None and self._time_before_run
-        if speculative:
-            trace = metadata.timings
-        shapes: dict[int, Any] | None = None  # hook index -> shape of what it fetched
-        feeds = feed_dict
-        before = self._before
-        requests: Sequence[Any] = ()
-        if before.calls:
-            started = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
-            requests = started if type(started) is list else await started  # type: ignore[misc]
-        if requests and requests.count(None) != len(requests):
-            layout = self._layout
-            if layout is None or not layout.fits(fetches, requests):
-                layout = self._layout = FetchLayout(fetches, before.calls, requests)
-            keys: Sequence[Hashable] = layout.keys
-            shape, shapes = layout.caller_shape, layout.shapes or None
-            feeds, merged = merge_feeds_and_options(before.calls, requests, feed_dict, merged)
-        else:
-            keys = []
-            shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-        if speculative and not merged.trace:
-            del metadata.timings[:]  # timed in case a hook asked for a trace; none did
-        try:
-            values = await self._session_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
-        except KeyError as exc:  # a missing fetch: say which party asked for it
-            from ._diagnose import note_missing_fetch  # the error path only
-
-            note_missing_fetch(exc, fetches, before.calls, requests)
-            raise
-        after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
-        after = self._after
-        if after.calls:
-            nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
-            if shapes is None:
-                args = [(ctx, nothing)] * len(after.calls)
-            else:
-                args = [
-                    (ctx, nothing if call.index not in shapes else _new_tuple(
-                        SessionRunValues, (_nest.pack(shapes[call.index], values), merged, metadata, after_step)
-                    ))
-                    for call in after.calls
-                ]
-            finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
-            if type(finishing) is not list:
-                await finishing  # type: ignore[misc]
-        return None if shape is None else _nest.pack(shape, values)
 
 
 class MonitoredSession(_MonitoredSessionBase):

@@ -268,6 +268,7 @@ def _snapshot(sess: MonitoredSession | SingularMonitoredSession, creator: Script
         _counter(sess),
         [(s.steps, s.closed) for s in creator.sessions],
         creator.attempts,
+        sess._state.value == "recovering",  # a failed session waits to be replaced by the next run()
     )
 
 
@@ -360,6 +361,10 @@ class Model:
         self.state = "new"
         self.hook_stop = False
         self.broken = False
+        #: The current session failed with a recoverable error that was not recovered from
+        #: (the retry policy gave up, or the caller cancelled the recovery): the next run()
+        #: closes it and creates a new one before its step.
+        self.failed = False
         self.counter = 0
         self.sessions: list[_Session] = []
         self.current: _Session | None = None
@@ -541,6 +546,10 @@ class Model:
         if self.hook_stop:
             return ("raise", "RunAfterStopError", None)
         attempts = 1
+        if self.failed and not self.sc.singular:
+            # a session that failed is never stepped again: run() replaces it first
+            self.failed = False
+            self._close_current()
         if self.current is None and not self.sc.singular:
             # the session was lost to a failed re-creation: run() creates it again first
             try:
@@ -552,6 +561,7 @@ class Model:
                 return ("ok", self._attempt(fetches, feeds, cancelling))
             except _StepError as exc:
                 if self.sc.singular or not exc.recoverable or attempts >= self.sc.max_attempts:
+                    self.failed = exc.recoverable and not self.sc.singular
                     return exc.expected
                 attempts += 1
                 self._close_current()
@@ -680,10 +690,12 @@ class Model:
                 self.numbers[key] = max(self.numbers.get(key, 0), event.number + 1)
             if event.kind == "stop":
                 self.hook_stop = True
-        current, counter, sessions, attempts = self.obs.snapshots[number]
+        current, counter, sessions, attempts, failed = self.obs.snapshots[number]
         real = self.obs.creator.sessions
+        del self.sessions[len(sessions):]  # sessions the replay created that the runtime had not yet
         while len(self.sessions) < len(sessions):
             self.sessions.append(_Session(f"session-{len(self.sessions)}", len(self.sessions)))
+        self.failed = failed
         for mine, theirs, (steps, closed) in zip(self.sessions, real, sessions, strict=False):
             mine.steps = steps
             mine.runs = [(list(keys), {str(k): v for k, v in feeds.items()}) for keys, feeds, _ in theirs.runs[:steps]]

@@ -1,0 +1,182 @@
+"""One step on the current raw session: before_run → merge → session run → step counter →
+after_run. No state changes of the monitored session happen here (``_session.py`` owns
+them); a step either returns the caller's results or raises.
+
+``Stepping`` is the part of the monitored session that runs steps; it reads the hooks'
+plans, the dispatcher, the counter and the current raw session from it. A step whose
+phases may need cancelling (a phase with several async hooks) runs under one cancel
+scope, entered once for both phases (see ``_dispatch.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from . import _nest
+from ._errors import DeadlineExceededError
+from ._hooks import RunMetadata, RunOptions, SessionRunContext, SessionRunValues, TimingRecord
+from ._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
+from ._sessions import check_values
+
+if TYPE_CHECKING:
+    from ._dispatch import Dispatcher
+    from ._plan import Call, PhasePlan
+    from ._step import LocalStepCounter, StepCounter
+
+__all__ = ["Stepping"]
+
+_NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
+_new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level __new__
+
+
+class Stepping:
+    """The step bodies of a monitored session (a mixin: the attributes below are its)."""
+
+    _dispatcher: Dispatcher
+    _before: PhasePlan
+    _after: PhasePlan
+    _counter: StepCounter
+    _local: LocalStepCounter | None
+    _raw: Any
+    _step_scoped: bool
+    _time_before_run: bool
+    _layout: FetchLayout | None
+    _on_stop: Callable[[], None]
+
+    def _refuse_broken(self) -> None:
+        raise NotImplementedError  # pragma: no cover - the session's
+
+    async def _run_bare(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+    ) -> Any:
+        """A step when no hook overrides before_run or after_run."""
+        raw = self._raw
+        if raw is None:
+            self._refuse_broken()
+        keys: list[Hashable] = []
+        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+        values = await _session_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata)
+        if self._local is not None:
+            self._local.increment_nowait(1)
+        else:
+            await self._counter.increment(1)
+        return None if shape is None else _nest.pack(shape, values)
+
+    async def _run_hooked(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+    ) -> Any:
+        """A step with hooks, under a cancel scope when a phase has several async hooks."""
+        if self._step_scoped:
+            with self._dispatcher.new_scope() as scope:
+                return await self._hooked_step(fetches, feed_dict, options, run_metadata, scope)
+            raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
+        return await self._hooked_step(fetches, feed_dict, options, run_metadata, None)
+
+    async def _hooked_step(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None, scope: anyio.CancelScope | None,
+    ) -> Any:
+        raw = self._raw
+        if raw is None:
+            self._refuse_broken()
+        local = self._local
+        step = local.value if local is not None else await self._counter.get()
+        ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+        trace = metadata.timings if merged.trace or self._time_before_run else None
+        before = self._before
+        requests: Sequence[Any] = ()
+        if before.calls:
+            started = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
+            requests = started if type(started) is list else await started  # type: ignore[misc]
+        keys, shape, shapes, feeds, merged = self._gather(fetches, feed_dict, merged, requests)
+        if trace is not None and not merged.trace:
+            del metadata.timings[:]  # timed in case a hook asked for a trace; none did
+        try:
+            values = await _session_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
+        except KeyError as exc:  # a missing fetch: say which party asked for it
+            from ._diagnose import note_missing_fetch  # the error path only
+
+            note_missing_fetch(exc, fetches, before.calls, requests)
+            raise
+        after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
+        after = self._after
+        if after.calls:
+            args = _after_run_args(after.calls, ctx, shapes, values, merged, metadata, after_step)
+            finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
+            if type(finishing) is not list:
+                await finishing  # type: ignore[misc]
+        return None if shape is None else _nest.pack(shape, values)
+
+    def _gather(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions, requests: Sequence[Any]
+    ) -> tuple[Sequence[Hashable], Any, dict[int, Any] | None, Mapping[Any, Any] | None, RunOptions]:
+        """The one run the step makes of the caller's fetches and the hooks' requests: its
+        keys, the caller's shape, each hook's shape (by hook index), the merged feeds and
+        options. The layout of the last step is reused while the requests fit it."""
+        if not requests or requests.count(None) == len(requests):
+            keys: list[Hashable] = []
+            shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
+            return keys, shape, None, feed_dict, options
+        layout = self._layout
+        if layout is None or not layout.fits(fetches, requests):
+            layout = self._layout = FetchLayout(fetches, self._before.calls, requests)
+        feeds, merged = merge_feeds_and_options(self._before.calls, requests, feed_dict, options)
+        return layout.keys, layout.caller_shape, layout.shapes or None, feeds, merged
+
+
+def _after_run_args(
+    calls: Sequence[Call], ctx: SessionRunContext, shapes: dict[int, Any] | None, values: Sequence[Any],
+    options: RunOptions, metadata: RunMetadata, step: int,
+) -> list[tuple[Any, ...]]:
+    """Each after_run call's ``(run_context, run_values)``: exactly the structure its hook
+    fetched (``results`` None if it fetched nothing)."""
+    nothing = _new_tuple(SessionRunValues, (None, options, metadata, step))
+    if shapes is None:
+        return [(ctx, nothing)] * len(calls)
+    return [
+        (ctx, nothing if call.index not in shapes else _new_tuple(
+            SessionRunValues, (_nest.pack(shapes[call.index], values), options, metadata, step)
+        ))
+        for call in calls
+    ]
+
+
+async def _session_run(
+    raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
+) -> Sequence[Any]:
+    """The raw session's run of one step, its values checked against the keys."""
+    if options is DEFAULT_OPTIONS:
+        values = await raw.run(keys, feeds, options, metadata)
+    else:
+        values = await _run_with_options(raw, keys, feeds, options, metadata)
+    if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+        values = check_values(raw, keys, values)
+    return values  # type: ignore[no-any-return]
+
+
+async def _run_with_options(
+    raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
+) -> Any:
+    """The raw run with a timeout (``DeadlineExceededError``) and a span when traced."""
+    start = anyio.current_time() if options.trace else 0.0
+    try:
+        if options.timeout is None:
+            return await raw.run(keys, feeds, options, metadata)
+        with anyio.move_on_after(options.timeout):
+            return await raw.run(keys, feeds, options, metadata)
+        raise DeadlineExceededError(
+            f"{type(raw).__name__}.run took longer than RunOptions.timeout={options.timeout}s"
+        )
+    finally:
+        if options.trace:
+            metadata.timings.append(TimingRecord("run", "run", start, anyio.current_time()))
