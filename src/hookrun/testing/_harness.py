@@ -76,7 +76,9 @@ async def drive(
     escapes.
 
     ``clock`` is read for each call's time; ``tick`` moves it (a ``MockClock``) that many
-    seconds after every step, then lets tasks woken by it run. ``fetches``,
+    seconds after every step: first every task is let run until it waits, then the
+    clock jumps, then the tasks it woke run until they wait again (so a background
+    task that never waits, like a back-to-back ``coord.loop``, cannot be ticked). ``fetches``,
     ``feed_dict`` and ``options`` are the caller's arguments to each ``run``. Recovery
     does not wait (``retry``). ``timeout`` bounds the drive in real seconds.
     """
@@ -233,11 +235,10 @@ async def _apply(fault: BaseException | str) -> None:
 
 
 async def _move(clock: Clock | None, seconds: float) -> None:
-    """Jump the clock; if a task was waiting on it, let the woken run until all are blocked."""
-    waiting = getattr(clock, "sleepers", None)
+    """Let every task reach its wait, jump the clock, then let the woken ones run."""
+    await anyio.wait_all_tasks_blocked()
     clock.jump(seconds)  # type: ignore[union-attr]  # checked by _check_tick
-    if waiting is None or waiting:
-        await anyio.wait_all_tasks_blocked()
+    await anyio.wait_all_tasks_blocked()
 
 
 def _hooks(hooks: object) -> list[object]:
