@@ -5,7 +5,8 @@ It is not the event loop's clock: ``anyio.sleep`` and ``anyio.fail_after`` keep
 running on real time, so a test stays bounded while the code under test sees
 only the time the test gives it. Code that must *wait* for the clock (the
 coordinator's ``loop``) awaits ``sleep_until``, which parks on an
-``anyio.Event``; ``jump`` wakes every sleeper that became due. Nothing polls.
+``anyio.Event``; ``jump`` wakes every sleeper that became due, ``advance``
+stops at each deadline on the way. Nothing polls.
 
 Invariants: time never goes backwards; a sleeper wakes exactly when the clock
 reaches its deadline, never before; a cancelled sleeper is forgotten.
@@ -61,25 +62,38 @@ class MockClock:
         return self._sleepers[0][0] if self._sleepers else None
 
     def jump(self, seconds: float) -> None:
-        """Move the clock ``seconds`` (>= 0) forward and wake the sleepers now due.
+        """Move the clock ``seconds`` (>= 0) forward at once and wake every sleeper now due.
 
-        Woken tasks run at their next turn; ``await advance(...)`` also waits
-        for them to settle.
+        The woken tasks run at their next turn, all seeing the new time; ``advance``
+        instead passes through each deadline in turn.
         """
         seconds = _check_finite("MockClock.jump(seconds)", seconds)
         if seconds < 0:
             raise ValueError(
                 f"MockClock.jump(seconds) must be >= 0 (time never goes back), got {seconds!r}"
             )
-        self._now += seconds
+        self._move_to(self._now + seconds)
+
+    async def advance(self, seconds: float) -> None:
+        """Let ``seconds`` (>= 0) pass: stop at each sleeper's deadline on the way, wake it
+        and wait until every other task is blocked again, then move to the end."""
+        seconds = _check_finite("MockClock.advance(seconds)", seconds)
+        if seconds < 0:
+            raise ValueError(
+                f"MockClock.advance(seconds) must be >= 0 (time never goes back), got {seconds!r}"
+            )
+        target = self._now + seconds
+        while self._sleepers and self._sleepers[0][0] <= target:
+            self._move_to(self._sleepers[0][0])
+            await anyio.wait_all_tasks_blocked()
+        self._move_to(target)
+        await anyio.wait_all_tasks_blocked()
+
+    def _move_to(self, when: float) -> None:
+        self._now = max(self._now, when)
         sleepers = self._sleepers
         while sleepers and sleepers[0][0] <= self._now:
             heapq.heappop(sleepers)[2].set()
-
-    async def advance(self, seconds: float) -> None:
-        """``jump(seconds)``, then wait until every other task is blocked again."""
-        self.jump(seconds)
-        await anyio.wait_all_tasks_blocked()
 
     async def sleep_until(self, deadline: float) -> None:
         """Wait until the clock reads at least ``deadline``; always a checkpoint."""

@@ -25,6 +25,7 @@ from .._recovery import RetryPolicy
 from .._session import MonitoredSession, SingularMonitoredSession
 from .._step import StepCounter
 from .._timer import Clock
+from ._clock import MockClock
 from ._faults import HANG, Fault, resolve_fault
 from ._faults import cancel_after as _cancel_after
 from ._record import Record, SessionRun, as_mapping
@@ -77,7 +78,8 @@ async def drive(
 
     ``clock`` is read for each call's time; ``tick`` moves it (a ``MockClock``) that many
     seconds after every step: first every task is let run until it waits, then the
-    clock jumps, then the tasks it woke run until they wait again (so a background
+    time passes (a ``MockClock`` stops at each deadline on the way and lets the tasks it
+    wakes run until they wait again) (so a background
     task that never waits, like a back-to-back ``coord.loop``, cannot be ticked). ``fetches``,
     ``feed_dict`` and ``options`` are the caller's arguments to each ``run``. Recovery
     does not wait (``retry``). ``timeout`` bounds the drive in real seconds.
@@ -235,10 +237,14 @@ async def _apply(fault: BaseException | str) -> None:
 
 
 async def _move(clock: Clock | None, seconds: float) -> None:
-    """Let every task reach its wait, jump the clock, then let the woken ones run."""
+    """Let every task reach its wait, then let ``seconds`` pass on the clock: a ``MockClock``
+    stops at each deadline on the way; another clock jumps, then the woken run."""
     await anyio.wait_all_tasks_blocked()
-    clock.jump(seconds)  # type: ignore[union-attr]  # checked by _check_tick
-    await anyio.wait_all_tasks_blocked()
+    if isinstance(clock, MockClock):
+        await clock.advance(seconds)
+    else:
+        clock.jump(seconds)  # type: ignore[union-attr]  # checked by _check_tick
+        await anyio.wait_all_tasks_blocked()
 
 
 def _hooks(hooks: object) -> list[object]:
