@@ -34,7 +34,7 @@ from ._tape import Tape
 __all__ = ["StepScript", "drive"]
 
 #: One step of the script: the values it answers with, or ``(step, feed_dict) -> values``.
-StepScript = Mapping[Hashable, Any] | Callable[[int, Mapping[Hashable, Any]], Mapping[Hashable, Any]]
+StepScript = Mapping[Any, Any] | Callable[[int, Mapping[Any, Any]], Mapping[Any, Any]]
 
 #: Recovery without waiting: a scripted life has no backend to give time to.
 NO_WAIT = RetryPolicy(initial_delay=0.0, jitter=False)
@@ -44,7 +44,7 @@ async def drive(
     hooks: object,
     steps: int | Sequence[StepScript] = 1,
     *,
-    values: Mapping[Hashable, Any] | None = None,
+    values: Mapping[Any, Any] | None = None,
     errors: Mapping[int, Fault | Sequence[Fault]] | None = None,
     creation_errors: Sequence[Fault] = (),
     fetches: object = None,
@@ -135,7 +135,7 @@ class _Life:
         self,
         record: Record,
         steps: int | Sequence[StepScript],
-        values: Mapping[Hashable, Any] | None,
+        values: Mapping[Any, Any] | None,
         errors: Mapping[int, Fault | Sequence[Fault]] | None,
         creation_errors: Sequence[Fault],
     ) -> None:
