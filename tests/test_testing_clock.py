@@ -181,7 +181,7 @@ async def test_coordinator_loop_waits_on_the_clock_without_polling() -> None:
 @pytest.mark.anyio
 async def test_coordinator_loop_stops_while_waiting_on_the_clock() -> None:
     """A stop request ends a loop parked on the clock at once, without a jump."""
-    clock, calls = MockClock(), []
+    clock, calls = MockClock(), list[int]()
     with anyio.fail_after(5):
         async with Coordinator() as coord:
             coord.loop(60, calls.append, 1, clock=clock)
