@@ -333,9 +333,10 @@ def _check_invariants(record: Record, tape: Tape) -> None:
 
 
 def _timed_out(timeout: float, record: Record) -> str:
-    running = [f"{call.name}.{call.phase}" for call in record.calls if call.outcome == "running"]
-    hung = [f"step {run.index}" for run in record.runs if run.outcome in ("hang", "running")]
+    stuck = ("running", "hang", "cancelled")  # cancelled: by the timeout, while still running
+    calls = [f"{call.name}.{call.phase}" for call in record.calls if call.outcome in stuck]
+    runs = [f"the session run of step {run.index}" for run in record.runs if run.outcome in stuck]
     return (
-        f"drive() did not finish within timeout={timeout}s of real time; still running: "
-        f"{', '.join(running + hung) or 'nothing recorded (a creation or the teardown)'}"
+        f"drive() did not finish within timeout={timeout}s of real time; still running then: "
+        f"{', '.join(calls + runs) or 'a session creation or the teardown'}"
     )
