@@ -75,14 +75,14 @@ async def test_hooks_must_be_hooks(bad: object) -> None:
         await drive(bad)
 
 
-async def test_values_come_from_the_step_then_values_then_feeds() -> None:
-    """A step's own mapping wins over values=, which wins over the feeds; callables get
-    (step, feed_dict)."""
+async def test_values_come_from_the_feeds_then_the_step_then_values() -> None:
+    """A fed key is fetched as fed; else a step's own mapping wins over values=; callables
+    get (step, feed_dict)."""
     hook = RecordingHook(request=SessionRunArgs(["a", "b", "c"], feed_dict={"c": "fed"}))
     record = await drive(
         hook,
-        steps=[{"a": "own"}, lambda step, feed: {"a": f"made {step} {sorted(feed)}"}],
-        values={"a": "shared", "b": lambda step, feed: step * 10},
+        steps=[{"a": "own", "c": "not fed"}, lambda step, feed: {"a": f"made {step} {sorted(feed)}"}],
+        values={"a": "shared", "b": lambda step, feed: step * 10, "c": "not fed"},
     )
     assert [call.args["results"] for call in hook.calls if call.phase == "after_run"] == [
         ["own", 0, "fed"],

@@ -65,8 +65,9 @@ async def drive(
 
     ``steps`` is a number of steps or a list of step scripts: a mapping of fetch key
     to value, or a callable ``(step, feed_dict) -> mapping``. A fetch missing there is
-    answered from ``values`` (a value, or a callable ``(step, feed_dict)``), else from
-    the feeds. The session is run until a hook requests stop or the script ends.
+    answered from ``values`` (a value, or a callable ``(step, feed_dict)``); as in TensorFlow,
+    fetching a fed key returns the fed value. The session is run until a hook requests
+    stop or the script ends.
 
     Faults: ``errors`` maps a script step to a fault (or a list: one per attempt)
     raised by the session instead of answering; a step equal to the script's length
@@ -171,13 +172,13 @@ class _Life:
         return [self._value(key, index, feeds, produced) for key in fetches]
 
     def _value(self, key: Hashable, index: int, feeds: Mapping[Any, Any], produced: Mapping[Hashable, Any]) -> Any:
+        if key in feeds:  # as in TensorFlow, a fed key is fetched as fed
+            return feeds[key]
         if key in produced:
             return produced[key]
         if key in self.values:
             value = self.values[key]
             return value(index, feeds) if callable(value) else value
-        if key in feeds:
-            return feeds[key]
         known = sorted(map(repr, {*produced, *self.values, *feeds}))
         raise KeyError(
             f"drive(): step {index} has no value for fetch {key!r}; give it in steps=[...] "
