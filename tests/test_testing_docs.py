@@ -22,7 +22,7 @@ from hookrun import (
     SessionRunValues,
 )
 from hookrun.hooks import NanLossDuringTrainingError, NanTensorHook
-from hookrun.testing import FaultyHook, MockClock, drive
+from hookrun.testing import Drive, FaultyHook, MockClock, drive
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +56,7 @@ class LossLogger(SessionRunHook):
 
 
 # --8<-- [start:every-100-steps]
-async def test_fires_every_100_steps(drive: Any) -> None:
+async def test_fires_every_100_steps(drive: Drive) -> None:
     hook = LossLogger(every_steps=100)
     record = await drive(hook, steps=350, values={"loss": 0.5})
     assert record.requested_at(hook) == [0, 100, 200, 300]
@@ -64,7 +64,7 @@ async def test_fires_every_100_steps(drive: Any) -> None:
 
 
 # --8<-- [start:every-60-seconds]
-async def test_fires_every_60_seconds(mock_clock: MockClock, drive: Any) -> None:
+async def test_fires_every_60_seconds(mock_clock: MockClock, drive: Drive) -> None:
     hook = LossLogger(every_secs=60, clock=mock_clock)
     record = await drive(hook, steps=10, values={"loss": 0.5}, tick=25)  # t = 0, 25, 50, ...
     assert record.requested_at(hook) == [0, 3, 6, 9]  # t = 0, 75, 150, 225
@@ -72,7 +72,7 @@ async def test_fires_every_60_seconds(mock_clock: MockClock, drive: Any) -> None
 
 
 # --8<-- [start:recovery]
-async def test_state_survives_a_recovery(drive: Any) -> None:
+async def test_state_survives_a_recovery(drive: Drive) -> None:
     hook = LossLogger(every_steps=1)
     losses = [{"loss": 1.0}, {"loss": 2.0}, {"loss": 3.0}]
     record = await drive(hook, steps=losses, errors={1: AbortedError("preempted")})
@@ -82,7 +82,7 @@ async def test_state_survives_a_recovery(drive: Any) -> None:
 
 
 # --8<-- [start:nan]
-async def test_requests_stop_on_nan(drive: Any) -> None:
+async def test_requests_stop_on_nan(drive: Drive) -> None:
     hook = NanTensorHook("loss", fail_on_nan_loss=False)
     losses = [{"loss": 1.0}, {"loss": math.nan}, {"loss": 2.0}]
     record = await drive(hook, steps=losses)
@@ -91,7 +91,7 @@ async def test_requests_stop_on_nan(drive: Any) -> None:
 
 
 # --8<-- [start:nan-raises]
-async def test_raises_on_nan(drive: Any) -> None:
+async def test_raises_on_nan(drive: Drive) -> None:
     record = await drive(
         NanTensorHook("loss"), steps=[{"loss": math.nan}], raises=NanLossDuringTrainingError
     )
@@ -100,7 +100,7 @@ async def test_raises_on_nan(drive: Any) -> None:
 
 
 # --8<-- [start:record]
-async def test_what_the_record_holds(drive: Any) -> None:
+async def test_what_the_record_holds(drive: Drive) -> None:
     hook = LossLogger(every_steps=2)
     record = await drive(hook, steps=[{"loss": 0.9}, {"loss": 0.8}, {"loss": 0.7}])
     assert record.phases(hook) == ["before_run", "after_run"] * 3
@@ -111,7 +111,7 @@ async def test_what_the_record_holds(drive: Any) -> None:
 
 
 # --8<-- [start:faults]
-async def test_a_failing_sibling_and_a_flaky_creator(drive: Any) -> None:
+async def test_a_failing_sibling_and_a_flaky_creator(drive: Drive) -> None:
     hook = LossLogger(every_steps=1)
     sibling = FaultyHook("after_run", "aborted", at=1)  # its second after_run raises
     losses = {"loss": lambda step, feed: float(step)}
@@ -123,7 +123,7 @@ async def test_a_failing_sibling_and_a_flaky_creator(drive: Any) -> None:
 
 
 # --8<-- [start:cancellation]
-async def test_cancelled_at_every_schedule_point(drive: Any) -> None:
+async def test_cancelled_at_every_schedule_point(drive: Drive) -> None:
     for points in range(1000):
         record = await drive(LossLogger(every_steps=1), steps=3, values={"loss": 1.0},
                              errors={1: "aborted"}, cancel_after=points)

@@ -12,6 +12,7 @@ from hookrun import (
     AbortedError,
     HookTimeoutError,
     LocalStepCounter,
+    RetryPolicy,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
@@ -281,6 +282,7 @@ async def test_times_follow_the_clock_and_tick() -> None:
         ({"tick": -1, "clock": MockClock()}, ValueError, "tick=...\\) must be a number of seconds >= 0"),
         ({"cancel_after": -2}, ValueError, "cancel_after"),
         ({"timeout": 0}, ValueError, "timeout"),
+        ({"singular": True, "retry": RetryPolicy()}, ValueError, "never recovers"),
     ],
 )
 async def test_bad_knobs(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:

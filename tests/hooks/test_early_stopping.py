@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
 
@@ -19,7 +18,7 @@ from hookrun.hooks import (
     stop_if_no_decrease_hook,
     stop_if_no_increase_hook,
 )
-from hookrun.testing import MockClock, Record, drive
+from hookrun.testing import Drive, MockClock, Record, drive
 
 pytestmark = pytest.mark.anyio
 
@@ -150,7 +149,7 @@ def test_both_intervals_are_a_value_error() -> None:
         stop_if_higher_hook("acc", 0.9, run_every_secs=60, run_every_steps=100)
 
 
-async def test_predicate_runs_only_when_its_timer_fires(mock_clock: MockClock, drive: Any) -> None:
+async def test_predicate_runs_only_when_its_timer_fires(mock_clock: MockClock, drive: Drive) -> None:
     """With run_every_secs the predicate runs on the first step, then once the interval passed."""
     calls: list[float] = []
     hook = StopOnPredicateHook(lambda: calls.append(mock_clock()), run_every_secs=60, clock=mock_clock)
@@ -158,7 +157,7 @@ async def test_predicate_runs_only_when_its_timer_fires(mock_clock: MockClock, d
     assert calls == [0, 60]
 
 
-async def test_metric_decision_waits_for_the_check_timer(drive: Any) -> None:
+async def test_metric_decision_waits_for_the_check_timer(drive: Drive) -> None:
     """A crossing seen between checks is acted on at the next check (run_every_steps=3)."""
     hook = ThresholdStoppingHook("acc", 0.5, run_every_steps=3)
     accs = [{"acc": 0.1}, {"acc": 0.9}, {"acc": None}, {"acc": None}, {"acc": None}]
@@ -166,7 +165,7 @@ async def test_metric_decision_waits_for_the_check_timer(drive: Any) -> None:
     assert record.stopped_at == 3 and hook.stopped_at_step == 4
 
 
-async def test_metric_state_survives_a_recovery(drive: Any) -> None:
+async def test_metric_state_survives_a_recovery(drive: Drive) -> None:
     """A recovery between evaluations keeps the best value and its step."""
     hook = EarlyStoppingHook("loss", patience_steps=3)
     losses = [{"loss": 1.0}, {"loss": 0.5}, {"loss": 0.7}, {"loss": 0.8}, {"loss": 0.9}, {"loss": 0.2}]

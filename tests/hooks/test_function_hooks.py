@@ -17,12 +17,12 @@ from hookrun.hooks import (
     on_begin,
     on_end,
 )
-from hookrun.testing import MockClock
+from hookrun.testing import Drive, MockClock
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_every_n_steps_with_sync_and_async_functions(drive: Any) -> None:
+async def test_every_n_steps_with_sync_and_async_functions(drive: Drive) -> None:
     """A sync and an async after_run function both fire on steps 1, 4, 7, 10."""
     seen: dict[str, list[int]] = {"sync": [], "async": []}
 
@@ -38,7 +38,7 @@ async def test_every_n_steps_with_sync_and_async_functions(drive: Any) -> None:
     assert seen == {"sync": [1, 4, 7, 10], "async": [1, 4, 7, 10]}
 
 
-async def test_fetches_are_passed_on_firing_steps_only(drive: Any) -> None:
+async def test_fetches_are_passed_on_firing_steps_only(drive: Drive) -> None:
     """on_after_run(fetches=...) fetches by key only on the steps it fires."""
     seen: list[tuple[int, Any]] = []
 
@@ -52,7 +52,7 @@ async def test_fetches_are_passed_on_firing_steps_only(drive: Any) -> None:
     assert [run.fetches for run in record.runs] == [["loss"], [], ["loss"], [], ["loss"]]
 
 
-async def test_once_at_step_and_when(drive: Any) -> None:
+async def test_once_at_step_and_when(drive: Drive) -> None:
     """once_at_step fires once; when= fires where the predicate holds."""
     once: list[int] = []
     even: list[int] = []
@@ -64,7 +64,7 @@ async def test_once_at_step_and_when(drive: Any) -> None:
     assert once == [3] and even == [2, 4, 6]
 
 
-async def test_composed_trigger_with_a_mock_clock(mock_clock: MockClock, drive: Any) -> None:
+async def test_composed_trigger_with_a_mock_clock(mock_clock: MockClock, drive: Drive) -> None:
     """trigger=every(steps=100) | every(seconds=60) fires on time with an injected clock."""
     fired: list[int] = []
     hook = on_after_run(trigger=every(steps=100) | every(seconds=60), clock=mock_clock)(
@@ -74,7 +74,7 @@ async def test_composed_trigger_with_a_mock_clock(mock_clock: MockClock, drive: 
     assert fired == [1, 4, 7, 10]  # every 60 s (t = 0, 75, 150, 225) long before 100 steps
 
 
-async def test_composed_trigger_steps_win_on_a_frozen_clock(drive: Any) -> None:
+async def test_composed_trigger_steps_win_on_a_frozen_clock(drive: Drive) -> None:
     """With the clock standing still only the step period fires."""
     fired: list[int] = []
     hook = on_after_run(trigger=every(steps=100) | every(seconds=60), clock=MockClock())(
@@ -84,7 +84,7 @@ async def test_composed_trigger_steps_win_on_a_frozen_clock(drive: Any) -> None:
     assert fired == [1, 101, 201]
 
 
-async def test_every_n_secs_follows_the_clock(mock_clock: MockClock, drive: Any) -> None:
+async def test_every_n_secs_follows_the_clock(mock_clock: MockClock, drive: Drive) -> None:
     """on_before_run(every_n_secs=60) fires on the mock clock's time, without sleeping."""
     times: list[float] = []
     hook = on_before_run(every_n_secs=60, clock=mock_clock)(lambda ctx: times.append(mock_clock()))
@@ -92,7 +92,7 @@ async def test_every_n_secs_follows_the_clock(mock_clock: MockClock, drive: Any)
     assert times == [0, 75, 150]
 
 
-async def test_before_run_function_may_request_fetches(drive: Any) -> None:
+async def test_before_run_function_may_request_fetches(drive: Drive) -> None:
     """An on_before_run function may return SessionRunArgs; it sees the step before the run."""
     steps: list[int] = []
 
@@ -108,7 +108,7 @@ async def test_before_run_function_may_request_fetches(drive: Any) -> None:
                                      SessionRunArgs(feed_dict={"x": 2}), None]
 
 
-async def test_lifecycle_functions(drive: Any) -> None:
+async def test_lifecycle_functions(drive: Drive) -> None:
     """on_begin, on_after_create_session and on_end call their functions once each."""
     calls: list[str] = []
 
@@ -130,7 +130,7 @@ async def test_lifecycle_functions(drive: Any) -> None:
     assert [call.phase for call in record.calls] == ["begin", "after_create_session", "end"]
 
 
-async def test_after_create_session_runs_again_after_recovery(drive: Any) -> None:
+async def test_after_create_session_runs_again_after_recovery(drive: Drive) -> None:
     """A recovery re-creates the session: on_after_create_session runs once per session,
     on_begin and on_end once in all."""
     started, created, finished = (on_begin(lambda: None), on_after_create_session(lambda s, c: None),

@@ -11,7 +11,7 @@ import pytest
 
 from hookrun import LocalStepCounter, SessionRunArgs, SessionRunContext
 from hookrun.hooks import GlobalStepWaiterHook, StopAtStepHook, on_after_run
-from hookrun.testing import Record, drive
+from hookrun.testing import Drive, Record, drive
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +39,7 @@ def test_wait_until_step_must_be_an_int() -> None:
         GlobalStepWaiterHook("10")  # type: ignore[arg-type]
 
 
-async def test_not_wait_for_step_zero(drive: Any) -> None:
+async def test_not_wait_for_step_zero(drive: Drive) -> None:
     """Target 0 runs at once, without waiting on the counter."""
     counter = CountingCounter()
     record = await drive(GlobalStepWaiterHook(0), steps=2, step_counter=counter)
@@ -81,7 +81,7 @@ async def test_progress_is_logged_every_thousand_steps(caplog: pytest.LogCapture
     assert "Current step is 1200." in caplog.text
 
 
-async def test_released_hook_never_waits_again(drive: Any) -> None:
+async def test_released_hook_never_waits_again(drive: Drive) -> None:
     """Once released the hook never waits again, even if the counter is reset below the target."""
     counter = LocalStepCounter(5)
 
@@ -93,7 +93,7 @@ async def test_released_hook_never_waits_again(drive: Any) -> None:
     assert record.steps == 3 and [call.step for call in record.of(reset)] == [5, 0, 0]
 
 
-async def test_released_hook_stays_released_after_recovery(drive: Any) -> None:
+async def test_released_hook_stays_released_after_recovery(drive: Drive) -> None:
     """A recovery re-creates the session, not the hook's state: no second wait."""
     counter = CountingCounter(5)
     record = await drive(GlobalStepWaiterHook(3), steps=3, errors={1: "aborted"}, step_counter=counter)

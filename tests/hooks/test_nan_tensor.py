@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
 
 import pytest
 
 from hookrun import HookrunError, SessionRunArgs
 from hookrun.hooks import NanLossDuringTrainingError, NanTensorHook
+from hookrun.testing import Drive
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +29,7 @@ def test_loss_key_must_be_hashable() -> None:
         NanTensorHook(None)
 
 
-async def test_fetches_the_loss_every_step(drive: Any) -> None:
+async def test_fetches_the_loss_every_step(drive: Drive) -> None:
     """before_run asks for the loss key at every step and receives the loss."""
     hook = NanTensorHook("loss")
     record = await drive(hook, steps=3, values={"loss": lambda step, feed: step / 2})
@@ -37,7 +37,7 @@ async def test_fetches_the_loss_every_step(drive: Any) -> None:
     assert record.received(hook) == [0.0, 0.5, 1.0]
 
 
-async def test_nan_loss_raises(drive: Any, caplog: pytest.LogCaptureFixture) -> None:
+async def test_nan_loss_raises(drive: Drive, caplog: pytest.LogCaptureFixture) -> None:
     """A NaN loss raises NanLossDuringTrainingError out of run() and logs an error."""
     hook = NanTensorHook("loss")
     with caplog.at_level(logging.ERROR, logger="hookrun"):
@@ -50,7 +50,7 @@ async def test_nan_loss_raises(drive: Any, caplog: pytest.LogCaptureFixture) -> 
     assert "Model diverged with loss = NaN." in caplog.text
 
 
-async def test_nan_loss_stops_without_failing(drive: Any, caplog: pytest.LogCaptureFixture) -> None:
+async def test_nan_loss_stops_without_failing(drive: Drive, caplog: pytest.LogCaptureFixture) -> None:
     """With fail_on_nan_loss=False a NaN logs a warning and stops the session after that step."""
     losses = [{"loss": 1.0}, {"loss": 2.0}, {"loss": math.nan}, {"loss": 3.0}]
     with caplog.at_level(logging.WARNING, logger="hookrun"):
@@ -60,7 +60,7 @@ async def test_nan_loss_stops_without_failing(drive: Any, caplog: pytest.LogCapt
     assert "Model diverged with loss = NaN." in caplog.text
 
 
-async def test_nan_after_a_recovery_still_stops(drive: Any) -> None:
+async def test_nan_after_a_recovery_still_stops(drive: Drive) -> None:
     """A recovery in between does not change the reaction: the NaN step stops the session."""
     losses = [{"loss": 1.0}, {"loss": 2.0}, {"loss": math.nan}, {"loss": 3.0}]
     record = await drive(
@@ -80,14 +80,14 @@ async def test_nan_after_a_recovery_still_stops(drive: Any) -> None:
         ("x", False),
     ],
 )
-async def test_nan_detection_in_numbers_and_sequences(drive: Any, loss: object, is_nan: bool) -> None:
+async def test_nan_detection_in_numbers_and_sequences(drive: Drive, loss: object, is_nan: bool) -> None:
     """NaN is found in plain numbers and nested sequences; other values pass."""
     record = await drive(NanTensorHook("loss", fail_on_nan_loss=False), steps=[{"loss": loss}] * 2)
     assert (record.stopped_at == 0) is is_nan
     assert record.steps == (1 if is_nan else 2)
 
 
-async def test_numpy_values_are_checked(drive: Any) -> None:
+async def test_numpy_values_are_checked(drive: Drive) -> None:
     """numpy scalars and arrays (via float() or iteration) are checked too."""
     np = pytest.importorskip("numpy")
     for loss, expected in (

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from hookrun import LocalStepCounter
 from hookrun.hooks import StopAtStepHook
+from hookrun.testing import Drive
 
 pytestmark = pytest.mark.anyio
 
@@ -34,14 +33,14 @@ def test_rejects_bad_values() -> None:
         StopAtStepHook(num_steps=-1)
 
 
-async def test_stop_based_on_last_step(drive: Any) -> None:
+async def test_stop_based_on_last_step(drive: Drive) -> None:
     """last_step 10: the runs reaching 5 and 9 do not stop, the one reaching 10 does."""
     hook = StopAtStepHook(last_step=10)
     record = await drive(hook, steps=20)
     assert record.stopped_at == 9 and record.steps == 10
 
 
-async def test_stop_based_on_num_step(drive: Any) -> None:
+async def test_stop_based_on_num_step(drive: Drive) -> None:
     """num_steps 10 from global step 5 stops at 15: the run from 14 to 15 asks to stop."""
     hook = StopAtStepHook(num_steps=10)
     record = await drive(hook, steps=20, step_counter=LocalStepCounter(5))
@@ -59,7 +58,7 @@ class JumpingCounter(LocalStepCounter):
         return self.increment_nowait(n)
 
 
-async def test_stop_based_with_multiple_steps(drive: Any) -> None:
+async def test_stop_based_with_multiple_steps(drive: Drive) -> None:
     """A counter jumping from 5 to 15 in one run still stops at last_step 10."""
     record = await drive(
         StopAtStepHook(last_step=10), steps=5, step_counter=JumpingCounter(5)
@@ -67,7 +66,7 @@ async def test_stop_based_with_multiple_steps(drive: Any) -> None:
     assert record.stopped_at == 5 and record.steps == 1
 
 
-async def test_num_steps_is_fixed_once_and_survives_recovery(drive: Any) -> None:
+async def test_num_steps_is_fixed_once_and_survives_recovery(drive: Drive) -> None:
     """last_step comes from the step when the first session is created; a recovery at
     step 2 does not move it (TF: not recomputed after recovery)."""
     hook = StopAtStepHook(num_steps=3)
@@ -94,13 +93,13 @@ class _Context:
         self.global_step = step
 
 
-async def test_last_step_already_passed_stops_after_one_run(drive: Any) -> None:
+async def test_last_step_already_passed_stops_after_one_run(drive: Drive) -> None:
     """A last_step at or below the current step stops after the first run."""
     record = await drive(StopAtStepHook(last_step=2), steps=5, step_counter=LocalStepCounter(4))
     assert record.steps == 1 and record.stopped_at == 4
 
 
-async def test_requests_nothing_and_only_stops(drive: Any) -> None:
+async def test_requests_nothing_and_only_stops(drive: Drive) -> None:
     """The hook fetches nothing: every before_run returns None, the session runs no fetches."""
     hook = StopAtStepHook(num_steps=3)
     record = await drive(hook, steps=5)

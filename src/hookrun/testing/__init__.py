@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ._clock import MockClock
 from ._faults import HANG, STOP, Fault, FaultyHook, cancel_after
-from ._harness import StepScript, drive
+from ._harness import Drive, StepScript, drive
 from ._record import HookCall, Record, SessionRun
 from ._scripted import Call, RecordingHook, ScriptedCreator, ScriptedSession
 
@@ -30,6 +30,7 @@ __all__ = [
     "HANG",
     "STOP",
     "Call",
+    "Drive",
     "Fault",
     "FaultyHook",
     "HookCall",

@@ -7,17 +7,17 @@ Made once per test run from the configured backends, into a plugin module
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from ._clock import MockClock
+from ._harness import Drive
 from ._harness import drive as drive_fn
-from ._record import Record
 
-__all__ = ["BACKENDS", "Drive", "make_fixtures"]
+__all__ = ["BACKENDS", "make_fixtures"]
 
 #: Backend name -> (what ``anyio_backend`` gives anyio, the module it needs or None).
 BACKENDS: dict[str, tuple[object, str | None]] = {
@@ -25,9 +25,6 @@ BACKENDS: dict[str, tuple[object, str | None]] = {
     "trio": ("trio", "trio"),
     "asyncio+uvloop": (("asyncio", {"use_uvloop": True}), "uvloop"),
 }
-
-#: The type of the ``drive`` fixture: ``hookrun.testing.drive`` following ``mock_clock``.
-Drive = Callable[..., Awaitable[Record]]
 
 
 def make_fixtures(backends: list[str]) -> ModuleType:

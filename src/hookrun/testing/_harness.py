@@ -14,7 +14,7 @@ closed exactly once and no hook call is still running.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -31,10 +31,13 @@ from ._faults import cancel_after as _cancel_after
 from ._record import Record, SessionRun, as_mapping
 from ._tape import Tape
 
-__all__ = ["StepScript", "drive"]
+__all__ = ["Drive", "StepScript", "drive"]
 
 #: One step of the script: the values it answers with, or ``(step, feed_dict) -> values``.
 StepScript = Mapping[Any, Any] | Callable[[int, Mapping[Any, Any]], Mapping[Any, Any]]
+
+#: The type of the ``drive`` fixture: :func:`drive` with its ``clock`` already given.
+Drive = Callable[..., Awaitable["Record"]]
 
 #: Recovery without waiting: a scripted life has no backend to give time to.
 NO_WAIT = RetryPolicy(initial_delay=0.0, jitter=False)
@@ -87,6 +90,8 @@ async def drive(
     """
     hook_list = _hooks(hooks)
     tick = _check_tick(tick, clock)
+    if singular and retry is not None:
+        raise ValueError("drive(singular=True) never recovers, so retry=... would be ignored; drop one")
     _check_limits(cancel_after, timeout)
     record = Record(hook_list)
     life = _Life(record, steps, values, errors, creation_errors)
