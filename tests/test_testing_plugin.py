@@ -94,12 +94,13 @@ def test_enabled_the_kit_runs_on_both_backends(tmp_path: Path, args: tuple[str, 
     assert outcomes(output) == [("test_drive[asyncio]", "PASSED"), ("test_drive[trio]", "PASSED")]
 
 
-def test_backends_come_from_the_ini(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backends", ["asyncio", "asyncio+uvloop trio"])
+def test_backends_come_from_the_ini(tmp_path: Path, backends: str) -> None:
     """hookrun_backends narrows (or widens) the backends."""
     (tmp_path / "test_kit.py").write_text(KIT_TESTS)
-    code, output = run_pytest(tmp_path, ini="hookrun_testing = true\nhookrun_backends = asyncio")
+    code, output = run_pytest(tmp_path, ini=f"hookrun_testing = true\nhookrun_backends = {backends}")
     assert code == 0, output
-    assert outcomes(output) == [("test_drive[asyncio]", "PASSED")]
+    assert outcomes(output) == [(f"test_drive[{name}]", "PASSED") for name in sorted(backends.split())]
 
 
 def test_an_unknown_backend_is_a_usage_error(tmp_path: Path) -> None:
