@@ -215,3 +215,20 @@ async def test_coordinator_loop_rejects_a_bad_clock() -> None:
     async with Coordinator() as coord:
         with pytest.raises(TypeError, match=r"loop\(clock=\.\.\.\) must be a callable"):
             coord.loop(1, print, clock=5)  # type: ignore[arg-type]
+
+
+def test_every_built_in_hook_with_a_period_takes_a_clock() -> None:
+    """Every built-in hook (or hook factory) with a period in seconds accepts clock=."""
+    import inspect
+
+    import hookrun.hooks as hooks
+
+    periodic = [
+        name
+        for name in hooks.__all__
+        if name.endswith(("Hook", "_hook")) or name.startswith("on_")
+        if any("sec" in parameter for parameter in inspect.signature(getattr(hooks, name)).parameters)
+    ]
+    assert len(periodic) >= 10, periodic
+    missing = [name for name in periodic if "clock" not in inspect.signature(getattr(hooks, name)).parameters]
+    assert missing == []
