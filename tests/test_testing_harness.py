@@ -320,3 +320,21 @@ async def test_hooks_are_found_by_name() -> None:
     with pytest.raises(LookupError, match="is not one of the hooks"):
         record.phases("c")
     assert "steps=1" in repr(record)
+
+
+async def test_each_hook_sees_its_step_and_the_shared_stop_flag() -> None:
+    """A hook is given one context per step (the same in before_run and after_run) that
+    reads the step and the stop flag every hook shares."""
+    seen: list[tuple[bool, int, bool]] = []
+
+    class Watcher(SessionRunHook):
+        def before_run(self, run_context: SessionRunContext) -> None:
+            self.ctx = run_context
+
+        def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+            seen.append((run_context is self.ctx, run_context.global_step, run_context.stop_requested))
+
+    stopper = FaultyHook("before_run", "stop", at=1)
+    record = await drive([stopper, Watcher()], steps=5)
+    assert seen == [(True, 0, False), (True, 1, True)]
+    assert record.stop is not None and record.stop.hook is stopper

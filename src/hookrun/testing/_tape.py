@@ -4,8 +4,9 @@ Each method a hook really implements is shadowed, for the length of the drive,
 by a recording function of the same kind (sync stays sync, async stays async),
 so the runtime plans and calls the hook exactly as it would unrecorded and
 errors still name the hook itself. Who requested stop is known exactly, even
-among concurrent async hooks: each recording function marks the call it runs in
-a context variable, and the step context's stop callback reads it.
+among concurrent async hooks and from background tasks: each hook is handed
+its own view of the step's context (the same step, the same stop flag), whose
+``request_stop`` notes the call it was given to.
 
 Invariants: every patched method is restored when the drive ends; ``active``
 counts hook calls in progress (zero once the session has closed).
@@ -13,7 +14,6 @@ counts hook calls in progress (zero once the session has closed).
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,9 +34,6 @@ from ._record import HookCall, Record, _name
 __all__ = ["Tape"]
 
 _BASE = {name: getattr(SessionRunHook, name) for name in HOOK_METHODS}
-_CURRENT: contextvars.ContextVar[HookCall | None] = contextvars.ContextVar(
-    "hookrun_testing_current_call", default=None
-)
 
 
 class Tape:
@@ -47,7 +44,7 @@ class Tape:
         self.clock = clock
         self.session_number = session_number
         self.active = 0
-        self._contexts: dict[int, SessionRunContext] = {}
+        self._views: dict[tuple[int, int], _StepView] = {}
 
     @contextmanager
     def patched(self) -> Iterator[None]:
@@ -63,7 +60,7 @@ class Tape:
         finally:
             for restore in reversed(undo):
                 restore()
-            self._contexts.clear()
+            self._views.clear()
 
     def _patch(self, hook: object) -> list[Callable[[], None]]:
         undo = []
@@ -78,44 +75,50 @@ class Tape:
         if _is_async(fn):
 
             async def record_async(*args: Any) -> Any:
-                call, token = self._start(hook, phase, args)
+                call, args = self._start(hook, phase, args)
                 try:
                     result = await fn(*args)
                 except BaseException as exc:
                     self._fail(call, exc)
                     raise
                 finally:
-                    self._leave(token)
+                    self.active -= 1
                 return self._finish(call, args, result)
 
             return record_async
 
         def record_sync(*args: Any) -> Any:
-            call, token = self._start(hook, phase, args)
+            call, args = self._start(hook, phase, args)
             try:
                 result = fn(*args)
             except BaseException as exc:
                 self._fail(call, exc)
                 raise
             finally:
-                self._leave(token)
+                self.active -= 1
             return self._finish(call, args, result)
 
         return record_sync
 
-    def _start(self, hook: object, phase: str, args: Sequence[Any]) -> tuple[HookCall, contextvars.Token[HookCall | None]]:
+    def _start(self, hook: object, phase: str, args: tuple[Any, ...]) -> tuple[HookCall, tuple[Any, ...]]:
+        """Record the call's start; return it and the arguments to call the hook with."""
         ctx = args[0] if args and isinstance(args[0], SessionRunContext) else None
         step = ctx.global_step if ctx is not None else None
         call = HookCall(hook, _name(hook), phase, step, self.clock(), self.session_number())
-        if ctx is not None:
-            self._watch(ctx)
         self.record.calls.append(call)
         self.active += 1
-        return call, _CURRENT.set(call)
+        if ctx is not None:
+            args = (self._view(hook, ctx, call), *args[1:])
+        return call, args
 
-    def _leave(self, token: contextvars.Token[HookCall | None]) -> None:
-        self.active -= 1
-        _CURRENT.reset(token)
+    def _view(self, hook: object, ctx: SessionRunContext, call: HookCall) -> _StepView:
+        """The hook's view of ``ctx`` (one per hook and step), now noting stops for ``call``."""
+        key = (id(ctx), id(hook))
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = _StepView(ctx)  # keeps ctx alive: ids are not reused
+        view.call = call
+        return view
 
     def _finish(self, call: HookCall, args: Sequence[Any], result: Any) -> Any:
         call.outcome = "returned"
@@ -130,21 +133,34 @@ class Tape:
         call.outcome = "cancelled" if cancelled else "raised"
         call.error = None if cancelled else exc
 
-    def _watch(self, ctx: SessionRunContext) -> None:
-        """Make ``ctx``'s stop callback note which hook call asked (once per context)."""
-        if id(ctx) in self._contexts or not hasattr(ctx, "_on_stop"):
-            return
-        self._contexts[id(ctx)] = ctx  # kept alive, so ids are not reused during the drive
-        original = ctx._on_stop
 
-        def on_stop() -> None:
-            call = _CURRENT.get()
-            if call is not None:
-                call.requested_stop = True
-            if original is not None:
-                original()
 
-        ctx._on_stop = on_stop
+class _StepView(SessionRunContext):
+    """What one driven hook sees of a step's context: the same step, args, session and
+    stop flag; its ``request_stop`` also marks the hook call it was last given to."""
+
+    __slots__ = ("_ctx", "call")
+
+    def __init__(self, ctx: SessionRunContext) -> None:
+        super().__init__(ctx.original_args, ctx.session, ctx.global_step)
+        self._ctx = ctx
+        self.call: HookCall | None = None
+
+    def __repr__(self) -> str:
+        return repr(self._ctx)
+
+    @property
+    def original_args(self) -> SessionRunArgs:
+        return self._ctx.original_args
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._ctx.stop_requested
+
+    def request_stop(self) -> None:
+        if self.call is not None:
+            self.call.requested_stop = True
+        self._ctx.request_stop()
 
 
 def _shadow(hook: object, phase: str, replacement: Callable[..., Any]) -> Callable[[], None]:
