@@ -228,6 +228,8 @@ async def test_unknown_session_fault_is_refused() -> None:
         await drive(Fetcher(), errors={0: "explode"})
     with pytest.raises(ValueError, match="keys are script steps"):
         await drive(Fetcher(), errors={-1: "error"})
+    with pytest.raises(ValueError, match="fault at step 5, past the script's end"):
+        await drive(Fetcher(), steps=3, errors={5: "oor"})
 
 
 async def test_cancel_after_cancels_from_outside_and_checks_the_invariants() -> None:

@@ -81,12 +81,12 @@ async def drive(
     escapes.
 
     ``clock`` is read for each call's time; ``tick`` moves it (a ``MockClock``) that many
-    seconds after every step: first every task is let run until it waits, then the
-    time passes (a ``MockClock`` stops at each deadline on the way and lets the tasks it
-    wakes run until they wait again) (so a background
-    task that never waits, like a back-to-back ``coord.loop``, cannot be ticked). ``fetches``,
-    ``feed_dict`` and ``options`` are the caller's arguments to each ``run``. Recovery
-    does not wait (``retry``). ``timeout`` bounds the drive in real seconds.
+    seconds after every step: every task is first let run until it waits, then time
+    passes, stopping at each deadline on the way to let the woken tasks run (so a
+    background task that never waits, like a back-to-back ``coord.loop``, cannot be
+    ticked). ``fetches``, ``feed_dict`` and ``options`` are the caller's arguments to
+    each ``run``. Recovery does not wait (``retry``). ``timeout`` bounds the drive in
+    real seconds.
     """
     hook_list = _hooks(hooks)
     tick = _check_tick(tick, clock)
@@ -149,6 +149,13 @@ class _Life:
         self.script = _script(steps)
         self.values = as_mapping(values, "drive(values=...)")
         self.faults = _faults(errors)
+        late = [step for step in self.faults if step > len(self.script)]
+        if late:
+            raise ValueError(
+                f"drive(errors=...) has a fault at step {min(late)}, past the script's end: "
+                f"with {len(self.script)} steps the last that can fail is step {len(self.script)} "
+                "(the run after the script, e.g. 'oor' for the end of input)"
+            )
         self.creation_faults = [
             resolve_fault(fault, f"creation {n}") for n, fault in enumerate(_sequence(creation_errors, "creation_errors"))
         ]
