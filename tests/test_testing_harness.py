@@ -340,3 +340,27 @@ async def test_each_hook_sees_its_step_and_the_shared_stop_flag() -> None:
     record = await drive([stopper, Watcher()], steps=5)
     assert seen == [(True, 0, False), (True, 1, True)]
     assert record.stop is not None and record.stop.hook is stopper
+
+
+def test_the_kit_public_names() -> None:
+    """hookrun.testing exports exactly its documented names, sorted, all importable."""
+    import hookrun.testing as kit
+
+    assert kit.__all__ == [
+        "HANG", "STOP", "Call", "Drive", "Fault", "FaultyHook", "HookCall", "MockClock",
+        "Record", "RecordingHook", "ScriptedCreator", "ScriptedSession", "SessionRun",
+        "StepScript", "cancel_after", "drive",
+    ]
+    assert all(hasattr(kit, name) for name in kit.__all__)
+
+
+def test_importing_hookrun_or_the_kit_imports_no_pytest() -> None:
+    """`import hookrun` does not load the kit, and the kit does not load pytest."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hookrun, hookrun.hooks; assert 'hookrun.testing' not in sys.modules; "
+        "import hookrun.testing; assert 'pytest' not in sys.modules and '_pytest' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
