@@ -33,6 +33,9 @@ from ._errors import CLEAN_STOP_TYPES
 from ._log import logger
 from ._step import LocalStepCounter, StepCounter
 
+if TYPE_CHECKING:
+    from ._timer import Clock
+
 __all__ = ["Coordinator", "close_hosted", "open_hosted"]
 
 
@@ -189,13 +192,16 @@ class Coordinator:
         fn: Callable[[*PosArgsT], object],
         *args: *PosArgsT,
         name: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
         """Start a task calling ``fn(*args)`` (sync or async) every ``interval`` seconds
         until stop; ``None`` or 0 means back to back.
 
         Calls happen at fixed boundaries (start, start + interval, ...), like
         TensorFlow's ``LooperThread``. An exception from ``fn`` is recorded and
-        ends the loop.
+        ends the loop. ``clock`` (default :func:`anyio.current_time`) measures
+        the interval; a clock with an async ``sleep_until(deadline)`` (such as
+        ``hookrun.testing.MockClock``) is waited on, never polled.
         """
         if interval is not None and (isinstance(interval, bool) or not interval >= 0):
             raise ValueError(
@@ -203,8 +209,10 @@ class Coordinator:
             )
         if not callable(fn):
             raise TypeError(f"loop() needs a callable, got {fn!r}")
+        if clock is not None and not callable(clock):
+            raise TypeError(f"loop(clock=...) must be a callable returning seconds, got {clock!r}")
         task_name = name if name is not None else _name_of(fn)
-        self.start_soon(self._loop, interval or 0.0, fn, args, name=task_name)
+        self.start_soon(self._loop, interval or 0.0, fn, args, clock, name=task_name)
 
     async def _run_task(
         self,
@@ -221,18 +229,37 @@ class Coordinator:
             self._task_done(scope)
 
     async def _loop(
-        self, interval: float, fn: Callable[..., object], args: tuple[object, ...]
+        self,
+        interval: float,
+        fn: Callable[..., object],
+        args: tuple[object, ...],
+        clock: Clock | None = None,
     ) -> None:
-        next_call = anyio.current_time()
+        next_call = anyio.current_time() if clock is None else clock()
         while not self._stopped:
             result = fn(*args)
             if inspect.isawaitable(result):
                 await result
             if interval:
                 next_call += interval
-                await self.wait_for_stop(next_call - anyio.current_time())
+                if clock is None:
+                    await self.wait_for_stop(next_call - anyio.current_time())
+                else:
+                    await self._wait_for_stop_or_clock(clock, next_call)
             else:
                 await _checkpoint()
+
+    async def _wait_for_stop_or_clock(self, clock: Clock, deadline: float) -> None:
+        """Wait until stop is requested or ``clock()`` reaches ``deadline``."""
+        async with anyio.create_task_group() as tg:
+
+            async def wake_at_deadline() -> None:
+                await _sleep_until(clock, deadline)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(wake_at_deadline)
+            await self.wait_for_stop()
+            tg.cancel_scope.cancel()
 
     def _task_done(self, scope: anyio.CancelScope) -> None:
         del self._tasks[scope]
@@ -451,6 +478,20 @@ def _check_seconds(what: str, value: float) -> float:
 
 def _name_of(fn: object) -> str:
     return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
+
+
+async def _sleep_until(clock: Clock, deadline: float) -> None:
+    """Wait until ``clock()`` reads at least ``deadline``.
+
+    A clock with an async ``sleep_until`` is waited on; any other clock is
+    assumed to run at the event loop's pace and slept on for the time left.
+    """
+    sleep_until = getattr(clock, "sleep_until", None)
+    if sleep_until is not None:
+        await sleep_until(deadline)
+        return
+    while (left := deadline - clock()) > 0:  # noqa: ASYNC110 - nothing to wait on but time
+        await anyio.sleep(left)
 
 
 async def _checkpoint() -> None:

@@ -1,4 +1,5 @@
-"""Function hooks: on_begin / on_after_create_session / on_before_run / on_after_run / on_end."""
+"""Function hooks: on_begin / on_after_create_session / on_before_run / on_after_run / on_end,
+driven with hookrun.testing."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import pytest
 from hookrun import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from hookrun.hooks import (
     FunctionHook,
-    StopAtStepHook,
     every,
     on_after_create_session,
     on_after_run,
@@ -17,12 +17,12 @@ from hookrun.hooks import (
     on_begin,
     on_end,
 )
+from hookrun.testing import Drive, MockClock
 
-from ._support import FakeClock, context, drive, settle, values
+pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.anyio
-async def test_every_n_steps_with_sync_and_async_functions(session_kind: str) -> None:
+async def test_every_n_steps_with_sync_and_async_functions(drive: Drive) -> None:
     """A sync and an async after_run function both fire on steps 1, 4, 7, 10."""
     seen: dict[str, list[int]] = {"sync": [], "async": []}
 
@@ -34,12 +34,11 @@ async def test_every_n_steps_with_sync_and_async_functions(session_kind: str) ->
     async def coroutine(ctx: SessionRunContext, vals: SessionRunValues) -> None:
         seen["async"].append(vals.global_step)
 
-    await drive([plain, coroutine, StopAtStepHook(num_steps=10)], lambda i: {}, kind=session_kind)
+    await drive([plain, coroutine], steps=10)
     assert seen == {"sync": [1, 4, 7, 10], "async": [1, 4, 7, 10]}
 
 
-@pytest.mark.anyio
-async def test_fetches_are_passed_on_firing_steps_only(session_kind: str) -> None:
+async def test_fetches_are_passed_on_firing_steps_only(drive: Drive) -> None:
     """on_after_run(fetches=...) fetches by key only on the steps it fires."""
     seen: list[tuple[int, Any]] = []
 
@@ -47,39 +46,53 @@ async def test_fetches_are_passed_on_firing_steps_only(session_kind: str) -> Non
     def log(ctx: SessionRunContext, vals: SessionRunValues) -> None:
         seen.append((vals.global_step, vals.results))
 
-    await drive([log, StopAtStepHook(num_steps=5)], lambda i: {"loss": i}, kind=session_kind)
+    record = await drive(log, steps=5, values={"loss": lambda step, feed: step})
     assert seen == [(1, {"loss": 0}), (3, {"loss": 2}), (5, {"loss": 4})]
+    assert record.requested_at(log) == [0, 2, 4]  # decided in before_run, for the step after
+    assert [run.fetches for run in record.runs] == [["loss"], [], ["loss"], [], ["loss"]]
 
 
-@pytest.mark.anyio
-async def test_once_at_step_and_when() -> None:
+async def test_once_at_step_and_when(drive: Drive) -> None:
     """once_at_step fires once; when= fires where the predicate holds."""
     once: list[int] = []
     even: list[int] = []
     hooks = [
         on_after_run(once_at_step=3)(lambda c, v: once.append(v.global_step)),
         on_after_run(when=lambda s: s % 2 == 0)(lambda c, v: even.append(v.global_step)),
-        StopAtStepHook(num_steps=6),
     ]
-    await drive(hooks, lambda i: {})
+    await drive(hooks, steps=6)
     assert once == [3] and even == [2, 4, 6]
 
 
-@pytest.mark.anyio
-async def test_composed_trigger_with_a_mock_clock() -> None:
+async def test_composed_trigger_with_a_mock_clock(mock_clock: MockClock, drive: Drive) -> None:
     """trigger=every(steps=100) | every(seconds=60) fires on time with an injected clock."""
-    clock, fired = FakeClock(), []
-    hook = on_after_run(trigger=every(steps=100) | every(seconds=60), clock=clock)(
+    fired: list[int] = []
+    hook = on_after_run(trigger=every(steps=100) | every(seconds=60), clock=mock_clock)(
         lambda c, v: fired.append(v.global_step)
     )
-    for step in range(1, 6):
-        clock.advance(25)
-        await settle(hook.after_run(context(step - 1), values(step)))
-    assert fired == [1, 4]
+    await drive(hook, steps=10, tick=25)  # the run reaching step n ends at t = 25 (n - 1)
+    assert fired == [1, 4, 7, 10]  # every 60 s (t = 0, 75, 150, 225) long before 100 steps
 
 
-@pytest.mark.anyio
-async def test_before_run_function_may_request_fetches(session_kind: str) -> None:
+async def test_composed_trigger_steps_win_on_a_frozen_clock(drive: Drive) -> None:
+    """With the clock standing still only the step period fires."""
+    fired: list[int] = []
+    hook = on_after_run(trigger=every(steps=100) | every(seconds=60), clock=MockClock())(
+        lambda c, v: fired.append(v.global_step)
+    )
+    await drive(hook, steps=250)
+    assert fired == [1, 101, 201]
+
+
+async def test_every_n_secs_follows_the_clock(mock_clock: MockClock, drive: Drive) -> None:
+    """on_before_run(every_n_secs=60) fires on the mock clock's time, without sleeping."""
+    times: list[float] = []
+    hook = on_before_run(every_n_secs=60, clock=mock_clock)(lambda ctx: times.append(mock_clock()))
+    await drive(hook, steps=8, tick=25)  # the steps start at t = 0, 25, ..., 175
+    assert times == [0, 75, 150]
+
+
+async def test_before_run_function_may_request_fetches(drive: Drive) -> None:
     """An on_before_run function may return SessionRunArgs; it sees the step before the run."""
     steps: list[int] = []
 
@@ -88,15 +101,14 @@ async def test_before_run_function_may_request_fetches(session_kind: str) -> Non
         steps.append(ctx.global_step)
         return SessionRunArgs(feed_dict={"x": ctx.global_step})
 
-    results = await drive(
-        [feed, StopAtStepHook(num_steps=4)], lambda i: {"x": -1}, kind=session_kind, fetches="x"
-    )
+    record = await drive(feed, steps=4, values={"x": -1}, fetches="x")
     assert steps == [0, 2]
-    assert results == [0, -1, 2, -1]
+    assert record.results == [0, -1, 2, -1]
+    assert record.requests(feed) == [SessionRunArgs(feed_dict={"x": 0}), None,
+                                     SessionRunArgs(feed_dict={"x": 2}), None]
 
 
-@pytest.mark.anyio
-async def test_lifecycle_functions(session_kind: str) -> None:
+async def test_lifecycle_functions(drive: Drive) -> None:
     """on_begin, on_after_create_session and on_end call their functions once each."""
     calls: list[str] = []
 
@@ -112,11 +124,22 @@ async def test_lifecycle_functions(session_kind: str) -> None:
     def finished(session: object) -> None:
         calls.append("end")
 
-    await drive(
-        [started, created, finished, StopAtStepHook(num_steps=1)], lambda i: {}, kind=session_kind
-    )
+    record = await drive([started, created, finished], steps=1)
     assert calls == ["begin", "created", "end"]
     assert finished.name == "finisher" and started.name == "started"
+    assert [call.phase for call in record.calls] == ["begin", "after_create_session", "end"]
+
+
+async def test_after_create_session_runs_again_after_recovery(drive: Drive) -> None:
+    """A recovery re-creates the session: on_after_create_session runs once per session,
+    on_begin and on_end once in all."""
+    started, created, finished = (on_begin(lambda: None), on_after_create_session(lambda s, c: None),
+                                  on_end(lambda s: None))
+    record = await drive([started, created, finished], steps=3, errors={1: "aborted"})
+    assert [call.phase for call in record.calls] == [
+        "begin", "after_create_session", "after_create_session", "end"
+    ]
+    assert [call.session for call in record.of(created)] == [0, 1]
 
 
 def test_decorated_function_stays_callable_and_named() -> None:

@@ -1,22 +1,19 @@
-"""GlobalStepWaiterHook (TF basic_session_run_hooks_test 157-158): awaits the counter, never polls."""
+"""GlobalStepWaiterHook (TF basic_session_run_hooks_test 157-158): awaits the counter, never
+polls; driven with hookrun.testing."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
 
-from hookrun import LocalStepCounter
-from hookrun.hooks import GlobalStepWaiterHook
+from hookrun import LocalStepCounter, SessionRunArgs, SessionRunContext
+from hookrun.hooks import GlobalStepWaiterHook, StopAtStepHook, on_after_run
+from hookrun.testing import Drive, Record, drive
 
-from ._support import context
-
-
-class Coord:
-    def __init__(self, counter: LocalStepCounter) -> None:
-        self.step_counter = counter
+pytestmark = pytest.mark.anyio
 
 
 class CountingCounter(LocalStepCounter):
@@ -42,30 +39,22 @@ def test_wait_until_step_must_be_an_int() -> None:
         GlobalStepWaiterHook("10")  # type: ignore[arg-type]
 
 
-@pytest.mark.anyio
-async def test_not_wait_for_step_zero() -> None:
-    """Target 0 returns at once, without touching the counter."""
+async def test_not_wait_for_step_zero(drive: Drive) -> None:
+    """Target 0 runs at once, without waiting on the counter."""
     counter = CountingCounter()
-    hook = GlobalStepWaiterHook(0)
-    await hook.begin()
-    await hook.after_create_session(None, Coord(counter))
-    with anyio.fail_after(1):
-        await hook.before_run(context(0))
-    assert counter.waits == 0
+    record = await drive(GlobalStepWaiterHook(0), steps=2, step_counter=counter)
+    assert record.steps == 2 and counter.waits == 0
 
 
-@pytest.mark.anyio
 async def test_wait_for_step(caplog: pytest.LogCaptureFixture) -> None:
-    """Waits until another worker moves the shared counter to the target, without polling."""
-    counter = CountingCounter()
-    hook = GlobalStepWaiterHook(1000)
-    await hook.begin()
-    await hook.after_create_session(None, Coord(counter))
-    released = anyio.Event()
+    """The first step waits until another worker moves the shared counter to the target,
+    without polling."""
+    counter, hook, done = CountingCounter(), GlobalStepWaiterHook(1000), anyio.Event()
+    records: list[Record] = []
 
     async def worker() -> None:
-        await hook.before_run(context(0))
-        released.set()
+        records.append(await drive(hook, steps=1, step_counter=counter))
+        done.set()
 
     with caplog.at_level(logging.INFO, logger="hookrun"), anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
@@ -73,78 +62,69 @@ async def test_wait_for_step(caplog: pytest.LogCaptureFixture) -> None:
             await anyio.wait_all_tasks_blocked()
             await counter.set(500)
             await anyio.wait_all_tasks_blocked()
-            assert not released.is_set()
+            assert not done.is_set() and records == []
             await counter.set(1000)
-    assert released.is_set()
-    assert counter.waits == 1 and counter.gets == 0
+    assert records[0].steps == 1 and counter.value == 1001
+    assert counter.waits == 1 and counter.gets == 1  # the session reads the step once; the hook never
     assert "Waiting for global step 1000 before starting training." in caplog.text
 
 
-@pytest.mark.anyio
 async def test_progress_is_logged_every_thousand_steps(caplog: pytest.LogCaptureFixture) -> None:
     """While waiting for a far target the current step is logged every 1000 steps."""
     counter = LocalStepCounter()
-    hook = GlobalStepWaiterHook(2500)
-    await hook.after_create_session(None, Coord(counter))
     with caplog.at_level(logging.INFO, logger="hookrun"), anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(hook.before_run, context(0))
+            tg.start_soon(lambda: drive(GlobalStepWaiterHook(2500), steps=1, step_counter=counter))
             for value in (1200, 2600):
                 await anyio.wait_all_tasks_blocked()
                 await counter.set(value)
     assert "Current step is 1200." in caplog.text
 
 
-@pytest.mark.anyio
-async def test_released_hook_never_waits_again() -> None:
-    """Once released the hook never waits again, even if the counter is reset."""
+async def test_released_hook_never_waits_again(drive: Drive) -> None:
+    """Once released the hook never waits again, even if the counter is reset below the target."""
     counter = LocalStepCounter(5)
-    hook = GlobalStepWaiterHook(3)
-    await hook.after_create_session(None, Coord(counter))
-    await hook.before_run(context(5))
-    await counter.set(0)
-    with anyio.fail_after(1):
-        await hook.before_run(context(0))
+
+    @on_after_run
+    async def reset(ctx: SessionRunContext, values: Any) -> None:
+        await counter.set(0)
+
+    record = await drive([GlobalStepWaiterHook(3), reset], steps=3, step_counter=counter, timeout=5)
+    assert record.steps == 3 and [call.step for call in record.of(reset)] == [5, 0, 0]
 
 
-@pytest.mark.anyio
+async def test_released_hook_stays_released_after_recovery(drive: Drive) -> None:
+    """A recovery re-creates the session, not the hook's state: no second wait."""
+    counter = CountingCounter(5)
+    record = await drive(GlobalStepWaiterHook(3), steps=3, errors={1: "aborted"}, step_counter=counter)
+    assert record.sessions == 2 and record.steps == 3 and counter.waits == 0
+
+
 async def test_without_a_step_counter_waiting_is_an_error() -> None:
     """A coordinator without a step counter makes waiting a clear RuntimeError."""
     hook = GlobalStepWaiterHook(3)
     await hook.after_create_session(None, object())
     with pytest.raises(RuntimeError, match="needs the step counter"):
-        await hook.before_run(context(0))
+        await hook.before_run(SessionRunContext(SessionRunArgs(), None, global_step=0))
 
 
-@pytest.mark.anyio
-async def test_two_workers_share_a_counter(session_kind: str) -> None:
+async def test_two_workers_share_a_counter() -> None:
     """A worker waiting for step 3 starts only once the other worker's runs reached it."""
-    from hookrun.hooks import StopAtStepHook
+    shared, order = LocalStepCounter(), list[str]()
 
-    from ._support import drive
-
-    shared = LocalStepCounter()
-    order: list[str] = []
-
-    def produce(name: str) -> Callable[[int], dict[str, int]]:
-        def step(i: int) -> dict[str, int]:
+    def step(name: str) -> Any:
+        def produce(index: int, feed: object) -> dict[str, int]:
             order.append(name)
             return {}
 
-        return step
+        return produce
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(
-            lambda: drive(
-                [GlobalStepWaiterHook(3), StopAtStepHook(last_step=5)],
-                produce("late"),
-                kind=session_kind,
-                step_counter=shared,
-            )
-        )
-        await anyio.wait_all_tasks_blocked()
-        await drive(
-            [StopAtStepHook(last_step=3)], produce("early"), kind=session_kind, step_counter=shared
-        )
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            late = [GlobalStepWaiterHook(3), StopAtStepHook(last_step=5)]
+            tg.start_soon(lambda: drive(late, steps=[step("late")] * 10, step_counter=shared))
+            await anyio.wait_all_tasks_blocked()
+            early = StopAtStepHook(last_step=3)
+            await drive(early, steps=[step("early")] * 10, step_counter=shared)
     assert order[:3] == ["early"] * 3
     assert order.count("late") == 2

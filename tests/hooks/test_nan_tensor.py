@@ -1,4 +1,4 @@
-"""NanTensorHook (trace T39: raise, or warn and request stop)."""
+"""NanTensorHook (trace T39: raise, or warn and request stop), driven with hookrun.testing."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import math
 
 import pytest
 
-from hookrun import HookrunError
+from hookrun import HookrunError, SessionRunArgs
 from hookrun.hooks import NanLossDuringTrainingError, NanTensorHook
+from hookrun.testing import Drive
 
-from ._support import context, drive, values
+pytestmark = pytest.mark.anyio
 
 
 def test_error_is_a_runtime_error_with_tf_message() -> None:
@@ -28,37 +29,44 @@ def test_loss_key_must_be_hashable() -> None:
         NanTensorHook(None)
 
 
-def test_fetches_the_loss() -> None:
-    """before_run asks for the loss key."""
-    assert NanTensorHook("loss").before_run(context()).fetches == "loss"
+async def test_fetches_the_loss_every_step(drive: Drive) -> None:
+    """before_run asks for the loss key at every step and receives the loss."""
+    hook = NanTensorHook("loss")
+    record = await drive(hook, steps=3, values={"loss": lambda step, feed: step / 2})
+    assert record.requests(hook) == [SessionRunArgs("loss")] * 3
+    assert record.received(hook) == [0.0, 0.5, 1.0]
 
 
-@pytest.mark.anyio
-async def test_nan_loss_raises(session_kind: str, caplog: pytest.LogCaptureFixture) -> None:
+async def test_nan_loss_raises(drive: Drive, caplog: pytest.LogCaptureFixture) -> None:
     """A NaN loss raises NanLossDuringTrainingError out of run() and logs an error."""
-    losses = [1.0, math.nan]
-    with (
-        caplog.at_level(logging.ERROR, logger="hookrun"),
-        pytest.raises(NanLossDuringTrainingError),
-    ):
-        await drive([NanTensorHook("loss")], lambda i: {"loss": losses[i]}, kind=session_kind)
-    assert "Model diverged with loss = NaN." in caplog.text
-
-
-@pytest.mark.anyio
-async def test_nan_loss_stops_without_failing(
-    session_kind: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """With fail_on_nan_loss=False a NaN logs a warning and stops the session after that step."""
-    losses = [1.0, 2.0, math.nan, 3.0]
-    with caplog.at_level(logging.WARNING, logger="hookrun"):
-        results = await drive(
-            [NanTensorHook("loss", fail_on_nan_loss=False)],
-            lambda i: {"loss": losses[i]},
-            kind=session_kind,
+    hook = NanTensorHook("loss")
+    with caplog.at_level(logging.ERROR, logger="hookrun"):
+        record = await drive(
+            hook, steps=[{"loss": 1.0}, {"loss": math.nan}, {"loss": 2.0}],
+            raises=NanLossDuringTrainingError,
         )
-    assert len(results) == 3
+    assert record.raised(hook) == [record.error] and record.steps == 2
+    assert record.stop is None
     assert "Model diverged with loss = NaN." in caplog.text
+
+
+async def test_nan_loss_stops_without_failing(drive: Drive, caplog: pytest.LogCaptureFixture) -> None:
+    """With fail_on_nan_loss=False a NaN logs a warning and stops the session after that step."""
+    losses = [{"loss": 1.0}, {"loss": 2.0}, {"loss": math.nan}, {"loss": 3.0}]
+    with caplog.at_level(logging.WARNING, logger="hookrun"):
+        record = await drive(NanTensorHook("loss", fail_on_nan_loss=False), steps=losses)
+    assert record.stopped_at == 2 and record.steps == 3
+    assert record.phases()[-1] == "after_run"  # NanTensorHook has no end; nothing ran after
+    assert "Model diverged with loss = NaN." in caplog.text
+
+
+async def test_nan_after_a_recovery_still_stops(drive: Drive) -> None:
+    """A recovery in between does not change the reaction: the NaN step stops the session."""
+    losses = [{"loss": 1.0}, {"loss": 2.0}, {"loss": math.nan}, {"loss": 3.0}]
+    record = await drive(
+        NanTensorHook("loss", fail_on_nan_loss=False), steps=losses, errors={1: "aborted"}
+    )
+    assert record.sessions == 2 and record.stopped_at == 2
 
 
 @pytest.mark.parametrize(
@@ -72,23 +80,20 @@ async def test_nan_loss_stops_without_failing(
         ("x", False),
     ],
 )
-def test_nan_detection_in_numbers_and_sequences(loss: object, is_nan: bool) -> None:
+async def test_nan_detection_in_numbers_and_sequences(drive: Drive, loss: object, is_nan: bool) -> None:
     """NaN is found in plain numbers and nested sequences; other values pass."""
-    hook = NanTensorHook("loss", fail_on_nan_loss=False)
-    ctx = context()
-    hook.after_run(ctx, values(1, loss))
-    assert ctx.stop_requested is is_nan
+    record = await drive(NanTensorHook("loss", fail_on_nan_loss=False), steps=[{"loss": loss}] * 2)
+    assert (record.stopped_at == 0) is is_nan
+    assert record.steps == (1 if is_nan else 2)
 
 
-def test_numpy_values_are_checked() -> None:
+async def test_numpy_values_are_checked(drive: Drive) -> None:
     """numpy scalars and arrays (via float() or iteration) are checked too."""
     np = pytest.importorskip("numpy")
-    hook = NanTensorHook("loss", fail_on_nan_loss=False)
     for loss, expected in (
         (np.float32("nan"), True),
         (np.array([1.0, np.nan]), True),
         (np.array(2.0), False),
     ):
-        ctx = context()
-        hook.after_run(ctx, values(1, loss))
-        assert ctx.stop_requested is expected
+        record = await drive(NanTensorHook("loss", fail_on_nan_loss=False), steps=[{"loss": loss}])
+        assert (record.stop is not None) is expected

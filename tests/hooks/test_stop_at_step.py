@@ -1,4 +1,4 @@
-"""StopAtStepHook (TF basic_session_run_hooks_test 107-110, trace T19)."""
+"""StopAtStepHook (TF basic_session_run_hooks_test 107-110, trace T19), driven with hookrun.testing."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import pytest
 
 from hookrun import LocalStepCounter
 from hookrun.hooks import StopAtStepHook
+from hookrun.testing import Drive
 
-from ._support import context, drive, values
+pytestmark = pytest.mark.anyio
 
 
 def test_raise_in_both_last_step_and_num_steps() -> None:
@@ -32,62 +33,75 @@ def test_rejects_bad_values() -> None:
         StopAtStepHook(num_steps=-1)
 
 
-def test_stop_based_on_last_step() -> None:
-    """last_step 10: steps 5 and 9 do not stop, 10 does, and 11 again on a fresh context."""
+async def test_stop_based_on_last_step(drive: Drive) -> None:
+    """last_step 10: the runs reaching 5 and 9 do not stop, the one reaching 10 does."""
     hook = StopAtStepHook(last_step=10)
-    for step, expected in ((5, False), (9, False), (10, True), (11, True)):
-        ctx = context(step - 1)
-        hook.after_run(ctx, values(step))
-        assert ctx.stop_requested is expected, step
+    record = await drive(hook, steps=20)
+    assert record.stopped_at == 9 and record.steps == 10
 
 
-@pytest.mark.anyio
-async def test_stop_based_on_num_step() -> None:
-    """num_steps 10 from global step 5 stops at 15 (not 13 or 14; 16 too)."""
+async def test_stop_based_on_num_step(drive: Drive) -> None:
+    """num_steps 10 from global step 5 stops at 15: the run from 14 to 15 asks to stop."""
     hook = StopAtStepHook(num_steps=10)
+    record = await drive(hook, steps=20, step_counter=LocalStepCounter(5))
+    assert hook.last_step == 15
+    assert record.stopped_at == 14 and record.steps == 10
+
+
+class JumpingCounter(LocalStepCounter):
+    """A shared, distributed counter as seen from one worker: +10 per run."""
+
+    def increment_nowait(self, n: int = 1) -> int:
+        return super().increment_nowait(10 * n)
+
+    async def increment(self, n: int = 1) -> int:
+        return self.increment_nowait(n)
+
+
+async def test_stop_based_with_multiple_steps(drive: Drive) -> None:
+    """A counter jumping from 5 to 15 in one run still stops at last_step 10."""
+    record = await drive(
+        StopAtStepHook(last_step=10), steps=5, step_counter=JumpingCounter(5)
+    )
+    assert record.stopped_at == 5 and record.steps == 1
+
+
+async def test_num_steps_is_fixed_once_and_survives_recovery(drive: Drive) -> None:
+    """last_step comes from the step when the first session is created; a recovery at
+    step 2 does not move it (TF: not recomputed after recovery)."""
+    hook = StopAtStepHook(num_steps=3)
+    record = await drive(hook, steps=10, errors={2: "aborted"}, step_counter=LocalStepCounter(5))
+    assert record.sessions == 2 and hook.last_step == 8
+    assert record.steps == 3 and record.stopped_at == 7
+
+
+async def test_num_steps_falls_back_to_the_step_context() -> None:
+    """Without a coordinator step counter, last_step comes from the first step's global step."""
 
     class Coord:
-        step_counter = LocalStepCounter(5)
+        step_counter = None
 
-    await hook.after_create_session(None, Coord())
-    assert hook.last_step == 15
-    for step, expected in ((13, False), (14, False), (15, True), (16, True)):
-        ctx = context(step - 1)
-        hook.after_run(ctx, values(step))
-        assert ctx.stop_requested is expected, step
-
-
-def test_stop_based_with_multiple_steps() -> None:
-    """A counter jumping from 5 to 15 in one run still stops at last_step 10."""
-    hook = StopAtStepHook(last_step=10)
-    ctx = context(5)
-    hook.after_run(ctx, values(15))
-    assert ctx.stop_requested
-
-
-def test_num_steps_falls_back_to_the_step_context() -> None:
-    """Without a coordinator step counter, last_step comes from the first step's global step."""
     hook = StopAtStepHook(num_steps=3)
-    hook.before_run(context(7))
+    await hook.after_create_session(None, Coord())
+    assert hook.last_step is None
+    hook.before_run(_Context(7))  # type: ignore[arg-type]
     assert hook.last_step == 10
 
 
-@pytest.mark.anyio
-async def test_stops_a_monitored_session_after_num_steps(session_kind: str) -> None:
-    """In a session starting at step 5, num_steps=3 stops after the run reaching 8 (T19)."""
-    hook = StopAtStepHook(num_steps=3)
-    runs = await drive([hook], lambda i: {}, kind=session_kind, step_counter=LocalStepCounter(5))
-    assert len(runs) == 3
-    assert hook.last_step == 8
+class _Context:
+    def __init__(self, step: int) -> None:
+        self.global_step = step
 
 
-@pytest.mark.anyio
-async def test_last_step_already_passed_stops_after_one_run(session_kind: str) -> None:
+async def test_last_step_already_passed_stops_after_one_run(drive: Drive) -> None:
     """A last_step at or below the current step stops after the first run."""
-    runs = await drive(
-        [StopAtStepHook(last_step=2)],
-        lambda i: {},
-        kind=session_kind,
-        step_counter=LocalStepCounter(4),
-    )
-    assert len(runs) == 1
+    record = await drive(StopAtStepHook(last_step=2), steps=5, step_counter=LocalStepCounter(4))
+    assert record.steps == 1 and record.stopped_at == 4
+
+
+async def test_requests_nothing_and_only_stops(drive: Drive) -> None:
+    """The hook fetches nothing: every before_run returns None, the session runs no fetches."""
+    hook = StopAtStepHook(num_steps=3)
+    record = await drive(hook, steps=5)
+    assert record.requests(hook) == [None, None, None]
+    assert all(run.fetches == [] for run in record.runs)

@@ -235,8 +235,12 @@ def stop_if_higher_hook(
     min_steps: int = 0,
     run_every_secs: float | None = None,
     run_every_steps: int | None = None,
+    clock: Clock | None = None,
 ) -> ThresholdStoppingHook:
-    """A hook that stops once ``metric_key`` is strictly above ``threshold`` (TensorFlow's)."""
+    """A hook that stops once ``metric_key`` is strictly above ``threshold`` (TensorFlow's).
+
+    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+    """
     return ThresholdStoppingHook(
         metric_key,
         threshold,
@@ -244,6 +248,7 @@ def stop_if_higher_hook(
         min_steps=min_steps,
         run_every_secs=run_every_secs,
         run_every_steps=run_every_steps,
+        clock=clock,
     )
 
 
@@ -254,8 +259,12 @@ def stop_if_lower_hook(
     min_steps: int = 0,
     run_every_secs: float | None = None,
     run_every_steps: int | None = None,
+    clock: Clock | None = None,
 ) -> ThresholdStoppingHook:
-    """A hook that stops once ``metric_key`` is strictly below ``threshold`` (TensorFlow's)."""
+    """A hook that stops once ``metric_key`` is strictly below ``threshold`` (TensorFlow's).
+
+    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+    """
     return ThresholdStoppingHook(
         metric_key,
         threshold,
@@ -263,6 +272,7 @@ def stop_if_lower_hook(
         min_steps=min_steps,
         run_every_secs=run_every_secs,
         run_every_steps=run_every_steps,
+        clock=clock,
     )
 
 
@@ -273,8 +283,12 @@ def stop_if_no_increase_hook(
     min_steps: int = 0,
     run_every_secs: float | None = None,
     run_every_steps: int | None = None,
+    clock: Clock | None = None,
 ) -> EarlyStoppingHook:
-    """A hook that stops when ``metric_key`` has not increased for that many steps (TensorFlow's)."""
+    """A hook that stops when ``metric_key`` has not increased for that many steps (TensorFlow's).
+
+    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+    """
     return EarlyStoppingHook(
         metric_key,
         "max",
@@ -282,6 +296,7 @@ def stop_if_no_increase_hook(
         min_steps=min_steps,
         run_every_secs=run_every_secs,
         run_every_steps=run_every_steps,
+        clock=clock,
     )
 
 
@@ -292,8 +307,12 @@ def stop_if_no_decrease_hook(
     min_steps: int = 0,
     run_every_secs: float | None = None,
     run_every_steps: int | None = None,
+    clock: Clock | None = None,
 ) -> EarlyStoppingHook:
-    """A hook that stops when ``metric_key`` has not decreased for that many steps (TensorFlow's)."""
+    """A hook that stops when ``metric_key`` has not decreased for that many steps (TensorFlow's).
+
+    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+    """
     return EarlyStoppingHook(
         metric_key,
         "min",
@@ -301,4 +320,5 @@ def stop_if_no_decrease_hook(
         min_steps=min_steps,
         run_every_secs=run_every_secs,
         run_every_steps=run_every_steps,
+        clock=clock,
     )

@@ -1,4 +1,4 @@
-"""Helpers for testing hooks and pipelines: a recording hook and a scripted session.
+"""Hand-written doubles: a recording hook, a scripted session and a scripted creator.
 
 ``RecordingHook`` records every call with its salient arguments (and can be
 told what to return or raise per phase); ``ScriptedSession`` answers fetches
@@ -14,8 +14,8 @@ from typing import Any
 
 import anyio
 
-from ._coordinator import Coordinator
-from ._hooks import (
+from .._coordinator import Coordinator
+from .._hooks import (
     RunMetadata,
     RunOptions,
     SessionRunArgs,

@@ -1,0 +1,355 @@
+"""``drive``: put hooks through a scripted life in a real monitored session, and record it.
+
+The life is a script of steps (the values each session run answers with),
+faults at given steps and creations, an optional clock moved between steps
+and an optional cancellation from outside. The hooks run in a real
+``MonitoredSession`` (or ``SingularMonitoredSession``): what the record shows
+is what the runtime did, not a model of it.
+
+Invariants: the script advances only on a run that returned, so a step that
+failed is answered again, with the same values, by the re-created session; the
+drive is bounded in real time; when it returns, every scripted session was
+closed exactly once and no hook call is still running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from .._hooks import RunMetadata, RunOptions
+from .._recovery import RetryPolicy
+from .._session import MonitoredSession, SingularMonitoredSession
+from .._step import StepCounter
+from .._timer import Clock
+from ._clock import MockClock
+from ._faults import HANG, Fault, resolve_fault
+from ._faults import cancel_after as _cancel_after
+from ._record import Record, SessionRun, as_mapping
+from ._tape import Tape
+
+__all__ = ["Drive", "StepScript", "drive"]
+
+#: One step of the script: the values it answers with, or ``(step, feed_dict) -> values``.
+StepScript = Mapping[Any, Any] | Callable[[int, Mapping[Any, Any]], Mapping[Any, Any]]
+
+#: The type of the ``drive`` fixture: :func:`drive` with its ``clock`` already given.
+Drive = Callable[..., Awaitable["Record"]]
+
+#: Recovery without waiting: a scripted life has no backend to give time to.
+NO_WAIT = RetryPolicy(initial_delay=0.0, jitter=False)
+
+
+async def drive(
+    hooks: object,
+    steps: int | Sequence[StepScript] = 1,
+    *,
+    values: Mapping[Any, Any] | None = None,
+    errors: Mapping[int, Fault | Sequence[Fault]] | None = None,
+    creation_errors: Sequence[Fault] = (),
+    fetches: object = None,
+    feed_dict: Mapping[Any, Any] | None = None,
+    options: RunOptions | None = None,
+    clock: Clock | None = None,
+    tick: float = 0.0,
+    raises: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+    cancel_after: int | None = None,
+    singular: bool = False,
+    retry: RetryPolicy | None = None,
+    step_counter: StepCounter | None = None,
+    hook_timeout: float | None = None,
+    stop_grace_period: float = 1.0,
+    timeout: float = 30.0,  # noqa: ASYNC109 - a bound in real time on the whole drive
+) -> Record:
+    """Run ``hooks`` (one hook or a sequence) through ``steps`` and return the :class:`Record`.
+
+    ``steps`` is a number of steps or a list of step scripts: a mapping of fetch key
+    to value, or a callable ``(step, feed_dict) -> mapping``. A fetch missing there is
+    answered from ``values`` (a value, or a callable ``(step, feed_dict)``); as in TensorFlow,
+    fetching a fed key returns the fed value. The session is run until a hook requests
+    stop or the script ends.
+
+    Faults: ``errors`` maps a script step to a fault (or a list: one per attempt)
+    raised by the session instead of answering; a step equal to the script's length
+    is attempted too (``{len(steps): "oor"}`` ends the input). ``creation_errors``
+    are raised by the first creations. ``cancel_after=N`` cancels the whole life from
+    outside after N schedule points. ``raises`` is the exception expected to escape
+    (it is then in ``record.error``; its absence is an ``AssertionError``); any other
+    escapes.
+
+    ``clock`` is read for each call's time; ``tick`` moves it (a ``MockClock``) that many
+    seconds after every step: every task is first let run until it waits, then time
+    passes, stopping at each deadline on the way to let the woken tasks run (so a
+    background task that never waits, like a back-to-back ``coord.loop``, cannot be
+    ticked). ``fetches``, ``feed_dict`` and ``options`` are the caller's arguments to
+    each ``run``. Recovery does not wait (``retry``). ``timeout`` bounds the drive in
+    real seconds.
+    """
+    hook_list = _hooks(hooks)
+    tick = _check_tick(tick, clock)
+    if singular and retry is not None:
+        raise ValueError("drive(singular=True) never recovers, so retry=... would be ignored; drop one")
+    _check_limits(cancel_after, timeout)
+    record = Record(hook_list)
+    life = _Life(record, steps, values, errors, creation_errors)
+    tape = Tape(record, clock or anyio.current_time, life.current_session)
+    session_type = SingularMonitoredSession if singular else MonitoredSession
+    extra: dict[str, Any] = {} if singular else {"retry": retry or NO_WAIT}
+    escaped: list[BaseException] = []
+
+    async def live() -> None:
+        try:
+            async with session_type(
+                life,
+                hook_list,
+                stop_grace_period=stop_grace_period,
+                step_counter=step_counter,
+                hook_timeout=hook_timeout,
+                **extra,
+            ) as session:
+                while not session.should_stop() and life.wants_run():
+                    record.results.append(await session.run(fetches, feed_dict, options))
+                    if tick:
+                        await _move(clock, tick)
+        except Exception as exc:
+            escaped.append(exc)
+
+    with tape.patched(), anyio.move_on_after(timeout) as bound:
+        if cancel_after is None:
+            await live()
+        else:
+            async with anyio.create_task_group() as tg:
+                with anyio.CancelScope() as scope:
+                    tg.start_soon(_cancel_after, scope, cancel_after)
+                    await live()
+                record.cancelled = scope.cancelled_caught
+                tg.cancel_scope.cancel()
+    if bound.cancelled_caught:
+        raise TimeoutError(_timed_out(timeout, record))
+    _settle(record, escaped, raises)
+    _check_invariants(record, tape)
+    return record
+
+
+class _Life:
+    """The session creator of a drive, and the script its sessions share."""
+
+    def __init__(
+        self,
+        record: Record,
+        steps: int | Sequence[StepScript],
+        values: Mapping[Any, Any] | None,
+        errors: Mapping[int, Fault | Sequence[Fault]] | None,
+        creation_errors: Sequence[Fault],
+    ) -> None:
+        self.record = record
+        self.script = _script(steps)
+        self.values = as_mapping(values, "drive(values=...)")
+        self.faults = _faults(errors)
+        late = [step for step in self.faults if step > len(self.script)]
+        if late:
+            raise ValueError(
+                f"drive(errors=...) has a fault at step {min(late)}, past the script's end: "
+                f"with {len(self.script)} steps the last that can fail is step {len(self.script)} "
+                "(the run after the script, e.g. 'oor' for the end of input)"
+            )
+        self.creation_faults = [
+            resolve_fault(fault, f"creation {n}") for n, fault in enumerate(_sequence(creation_errors, "creation_errors"))
+        ]
+        self.index = 0  # the next script step: advanced by each run that returns
+
+    def current_session(self) -> int:
+        return self.record.sessions - 1
+
+    def wants_run(self) -> bool:
+        return self.index < len(self.script) or bool(self.faults.get(self.index))
+
+    async def create_session(self) -> _ScriptedRunSession:
+        attempt = self.record.creation_attempts
+        self.record.creation_attempts += 1
+        await anyio.lowlevel.checkpoint()
+        if attempt < len(self.creation_faults):
+            await _apply(self.creation_faults[attempt])
+        self.record.sessions += 1
+        return _ScriptedRunSession(self, self.record.sessions - 1)
+
+    def answer(self, index: int, fetches: Sequence[Hashable], feeds: Mapping[Any, Any]) -> list[Any]:
+        step: Any = self.script[index] if index < len(self.script) else {}
+        if callable(step):
+            step = step(index, feeds)
+        produced = as_mapping(step, f"drive(): the script of step {index}")
+        return [self._value(key, index, feeds, produced) for key in fetches]
+
+    def _value(self, key: Hashable, index: int, feeds: Mapping[Any, Any], produced: Mapping[Hashable, Any]) -> Any:
+        if key in feeds:  # as in TensorFlow, a fed key is fetched as fed
+            return feeds[key]
+        if key in produced:
+            return produced[key]
+        if key in self.values:
+            value = self.values[key]
+            return value(index, feeds) if callable(value) else value
+        known = sorted(map(repr, {*produced, *self.values, *feeds}))
+        raise KeyError(
+            f"drive(): step {index} has no value for fetch {key!r}; give it in steps=[...] "
+            f"or values={{...}} (known: {', '.join(known) or 'nothing'})"
+        )
+
+
+class _ScriptedRunSession:
+    """One session of a drive: answers from the shared script, fails on cue."""
+
+    def __init__(self, life: _Life, number: int) -> None:
+        self.life = life
+        self.number = number
+        self.closed = 0
+
+    def __repr__(self) -> str:
+        return f"<scripted session {self.number} closed={self.closed}>"
+
+    async def run(
+        self,
+        fetches: Sequence[Hashable],
+        feed_dict: Mapping[Any, Any],
+        options: RunOptions,
+        run_metadata: RunMetadata,
+    ) -> list[Any]:
+        if self.closed:
+            raise RuntimeError(f"{self!r} used after close")
+        life = self.life
+        run = SessionRun(self.number, life.index, list(fetches), dict(feed_dict), options)
+        life.record.runs.append(run)
+        try:
+            await anyio.lowlevel.checkpoint()
+            pending = life.faults.get(run.index)
+            if pending:
+                fault = pending.pop(0)
+                run.outcome = "hang" if fault == HANG else "raised"
+                await _apply(fault)
+            run.values = life.answer(run.index, fetches, feed_dict)
+        except BaseException as exc:
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            run.outcome, run.error = ("cancelled", None) if cancelled else ("raised", exc)
+            raise
+        run.outcome = "returned"
+        life.index += 1
+        return run.values
+
+    async def aclose(self) -> None:
+        self.closed += 1
+        self.life.record.closed += 1
+
+
+async def _apply(fault: BaseException | str) -> None:
+    if fault == HANG:
+        await anyio.sleep_forever()
+    assert isinstance(fault, BaseException)
+    raise fault
+
+
+async def _move(clock: Clock | None, seconds: float) -> None:
+    """Let every task reach its wait, then let ``seconds`` pass on the clock: a ``MockClock``
+    stops at each deadline on the way; another clock jumps, then the woken run."""
+    await anyio.wait_all_tasks_blocked()
+    if isinstance(clock, MockClock):
+        await clock.advance(seconds)
+    else:
+        clock.jump(seconds)  # type: ignore[union-attr]  # checked by _check_tick
+        await anyio.wait_all_tasks_blocked()
+
+
+def _hooks(hooks: object) -> list[object]:
+    if isinstance(hooks, (list, tuple)):
+        return list(hooks)
+    if isinstance(hooks, (str, bytes, Mapping)) or hooks is None:
+        raise TypeError(f"drive() needs a hook or a sequence of hooks, got {hooks!r}")
+    return [hooks]
+
+
+def _script(steps: object) -> list[StepScript]:
+    if isinstance(steps, int) and not isinstance(steps, bool):
+        if steps < 0:
+            raise ValueError(f"drive(steps=...) must be >= 0 steps, got {steps}")
+        return [{}] * steps
+    script = _sequence(steps, "steps")
+    for index, step in enumerate(script):
+        if not (callable(step) or isinstance(step, Mapping)):
+            raise TypeError(
+                f"drive(steps=[...]): step {index} must be a mapping of fetch key to value "
+                f"or a callable (step, feed_dict) -> mapping, got {type(step).__name__}"
+            )
+    return list(script)
+
+
+def _faults(errors: Mapping[int, Any] | None) -> dict[int, list[BaseException | str]]:
+    faults: dict[int, list[BaseException | str]] = {}
+    for step, planned in as_mapping(errors, "drive(errors=...)").items():
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"drive(errors=...) keys are script steps (ints >= 0), got {step!r}")
+        attempts = list(planned) if isinstance(planned, (list, tuple)) else [planned]
+        faults[step] = [resolve_fault(fault, f"step {step}") for fault in attempts]
+    return faults
+
+
+def _sequence(value: object, what: str) -> Sequence[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise TypeError(f"drive({what}=...) must be a list, got {type(value).__name__}")
+    return value
+
+
+def _check_tick(tick: float, clock: Clock | None) -> float:
+    if isinstance(tick, bool) or not isinstance(tick, int | float) or not tick >= 0:
+        raise ValueError(f"drive(tick=...) must be a number of seconds >= 0, got {tick!r}")
+    if tick and not callable(getattr(clock, "jump", None)):
+        raise TypeError(
+            "drive(tick=...) moves the clock between steps, so it needs a clock with "
+            f"jump(seconds) such as hookrun.testing.MockClock; got clock={clock!r}"
+        )
+    return float(tick)
+
+
+def _check_limits(cancel_after: int | None, timeout: float) -> None:
+    if cancel_after is not None and (
+        not isinstance(cancel_after, int) or isinstance(cancel_after, bool) or cancel_after < 0
+    ):
+        raise ValueError(f"drive(cancel_after=...) must be a number of schedule points >= 0, got {cancel_after!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ValueError(f"drive(timeout=...) must be a positive number of seconds, got {timeout!r}")
+
+
+def _settle(
+    record: Record,
+    escaped: list[BaseException],
+    raises: type[BaseException] | tuple[type[BaseException], ...] | None,
+) -> None:
+    """Keep the expected escaped exception in the record; raise anything else."""
+    error = escaped[0] if escaped else None
+    if error is not None and raises is not None and isinstance(error, raises):
+        record.error = error
+    elif error is not None:
+        raise error
+    elif raises is not None and not record.cancelled:
+        raise AssertionError(f"drive(raises={raises!r}): the session ended without raising it ({record!r})")
+
+
+def _check_invariants(record: Record, tape: Tape) -> None:
+    if tape.active:
+        running = [f"{call.name}.{call.phase}" for call in record.calls if call.outcome == "running"]
+        raise AssertionError(f"hook calls still running after the session closed: {', '.join(running)}")
+    if record.closed != record.sessions:
+        raise AssertionError(
+            f"{record.sessions} sessions were created but {record.closed} closes happened "
+            "(each must be closed exactly once)"
+        )
+
+
+def _timed_out(timeout: float, record: Record) -> str:
+    stuck = ("running", "hang", "cancelled")  # cancelled: by the timeout, while still running
+    calls = [f"{call.name}.{call.phase}" for call in record.calls if call.outcome in stuck]
+    runs = [f"the session run of step {run.index}" for run in record.runs if run.outcome in stuck]
+    return (
+        f"drive() did not finish within timeout={timeout}s of real time; still running then: "
+        f"{', '.join(calls + runs) or 'a session creation or the teardown'}"
+    )
