@@ -38,7 +38,14 @@ from ._sessions import Session, SessionCreator, StepSession, fetch
 from ._step import LocalStepCounter, StepCounter
 
 if TYPE_CHECKING:
+    from ._checkpoint import Checkpointer, RestoredCheckpoint, latest_checkpoint
+    from ._checkpoint_file import CorruptCheckpointError
+    from ._checkpoint_index import CheckpointCorruptionWarning, CheckpointInfo
+    from ._checkpointable import Checkpointable
+    from ._codec import Codec, MsgpackCodec, PickleCodec, UnsafeCodecWarning
+    from ._creators import ChiefSessionCreator, WorkerSessionCreator
     from ._timer import NeverTriggerTimer, SecondOrStepTimer
+    from ._training import MonitoredTrainingSession
     from .hooks import (
         Trigger,
         at_step,
@@ -50,9 +57,24 @@ if TYPE_CHECKING:
         on_end,
     )
 
-# Function hooks, triggers and timers live in hookrun.hooks; they are re-exported here
-# but imported on first use, so that `import hookrun` stays light.
+# Function hooks, triggers and timers live in hookrun.hooks, and checkpoints in modules
+# of their own; they are re-exported here but imported on first use, so that
+# `import hookrun` stays light.
 _LAZY = {
+    "CheckpointCorruptionWarning": "._checkpoint_index",
+    "CheckpointInfo": "._checkpoint_index",
+    "Checkpointable": "._checkpointable",
+    "Checkpointer": "._checkpoint",
+    "ChiefSessionCreator": "._creators",
+    "Codec": "._codec",
+    "CorruptCheckpointError": "._checkpoint_file",
+    "MonitoredTrainingSession": "._training",
+    "MsgpackCodec": "._codec",
+    "PickleCodec": "._codec",
+    "RestoredCheckpoint": "._checkpoint",
+    "UnsafeCodecWarning": "._codec",
+    "WorkerSessionCreator": "._creators",
+    "latest_checkpoint": "._checkpoint",
     "NeverTriggerTimer": "._timer",
     "SecondOrStepTimer": "._timer",
     "Trigger": ".hooks",
@@ -78,15 +100,26 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AbortedError",
+    "CheckpointCorruptionWarning",
+    "CheckpointInfo",
+    "Checkpointable",
+    "Checkpointer",
+    "ChiefSessionCreator",
+    "Codec",
     "Coordinator",
+    "CorruptCheckpointError",
     "DeadlineExceededError",
     "FeedConflictError",
     "HookTimeoutError",
     "HookrunError",
     "LocalStepCounter",
     "MonitoredSession",
+    "MonitoredTrainingSession",
+    "MsgpackCodec",
     "NeverTriggerTimer",
     "OutOfRangeError",
+    "PickleCodec",
+    "RestoredCheckpoint",
     "RetryPolicy",
     "RunAfterStopError",
     "RunMetadata",
@@ -106,10 +139,13 @@ __all__ = [
     "TimingRecord",
     "Trigger",
     "UnavailableError",
+    "UnsafeCodecWarning",
+    "WorkerSessionCreator",
     "at_step",
     "every",
     "fetch",
     "in_thread",
+    "latest_checkpoint",
     "on_after_create_session",
     "on_after_run",
     "on_before_run",
