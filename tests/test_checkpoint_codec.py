@@ -13,7 +13,7 @@ import hookrun
 from hookrun import MsgpackCodec, PickleCodec, UnsafeCodecWarning
 
 
-def roundtrip(state: dict[Any, Any], codec: hookrun.Codec | None = None) -> dict[str, Any]:
+def roundtrip(state: dict[Any, Any], codec: hookrun.Codec | None = None) -> dict[Any, Any]:
     codec = codec or MsgpackCodec()
     payload = bytearray(b"".join(bytes(memoryview(chunk).cast("B")) for chunk in codec.encode(state)))
     return codec.decode(memoryview(payload))

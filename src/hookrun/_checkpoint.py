@@ -35,7 +35,7 @@ from ._checkpoint_file import (
 from ._checkpoint_index import CheckpointInfo, Retention, scan, warn_corrupt, write_index
 from ._codec import Chunk, Codec, MsgpackCodec
 
-__all__ = ["Checkpointer", "EncodedState", "RestoredCheckpoint", "latest_checkpoint"]
+__all__ = ["Checkpointer", "EncodedState", "RestoredCheckpoint", "latest_checkpoint", "read_checkpoint"]
 
 T = TypeVar("T")
 
@@ -208,18 +208,7 @@ class Checkpointer:
         return info
 
     def _read(self, path: str) -> RestoredCheckpoint:
-        meta, payload = read_file(path)
-        if meta["codec"] != self.codec.name:
-            raise ValueError(
-                f"checkpoint {path!r} was written with codec {meta['codec']!r}, but this "
-                f"Checkpointer uses {self.codec.name!r}; pass codec= to read it"
-            )
-        try:
-            state = self.codec.decode(payload)
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            raise CorruptCheckpointError(path, f"its payload does not decode ({exc})") from exc
-        info = CheckpointInfo(path, meta["step"], meta["seq"], float(meta.get("saved_at", 0.0)), meta.get("metric"))
-        return RestoredCheckpoint(info, state)
+        return read_checkpoint(path, self.codec)
 
     def _read_latest(self) -> RestoredCheckpoint | None:
         entries, _ = scan(self.directory)
@@ -231,6 +220,22 @@ class Checkpointer:
             except FileNotFoundError:
                 continue
         return None
+
+
+def read_checkpoint(path: str, codec: Codec) -> RestoredCheckpoint:
+    """Read, verify and decode the checkpoint file at ``path`` (blocking)."""
+    meta, payload = read_file(path)
+    if meta["codec"] != codec.name:
+        raise ValueError(
+            f"checkpoint {path!r} was written with codec {meta['codec']!r}, but this "
+            f"Checkpointer uses {codec.name!r}; pass codec= to read it"
+        )
+    try:
+        state = codec.decode(payload)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise CorruptCheckpointError(path, f"its payload does not decode ({exc})") from exc
+    info = CheckpointInfo(path, meta["step"], meta["seq"], float(meta.get("saved_at", 0.0)), meta.get("metric"))
+    return RestoredCheckpoint(info, state)
 
 
 async def _run_abortable(fn: Callable[..., T], *args: Any) -> T:

@@ -17,8 +17,9 @@ from typing import Any
 
 import anyio
 
-from ._checkpoint import Checkpointer, RestoredCheckpoint, latest_checkpoint
+from ._checkpoint import Checkpointer, RestoredCheckpoint, latest_checkpoint, read_checkpoint
 from ._checkpointable import apply_state, checkpointables
+from ._codec import Codec, MsgpackCodec
 from ._log import logger
 from ._step import StepCounter
 from ._validate import check_step_counter
@@ -60,7 +61,7 @@ class ChiefSessionCreator:
     fresh. Restoring sets ``step_counter`` (the monitored session's: pass the
     same object to both), loads the session's state if it is checkpointable,
     and the state of every checkpointable object in ``checkpointables``
-    (usually the hook list). ``checkpointer`` reads with another codec.
+    (usually the hook list). ``checkpointer`` (or ``codec``) reads another format.
     """
 
     def __init__(
@@ -72,6 +73,7 @@ class ChiefSessionCreator:
         step_counter: StepCounter | None = None,
         checkpointables: Iterable[object] = (),
         checkpointer: Checkpointer | None = None,
+        codec: Codec | None = None,
     ) -> None:
         _check_factory("ChiefSessionCreator", factory)
         self.factory = factory
@@ -85,7 +87,8 @@ class ChiefSessionCreator:
                 f"checkpointer's directory {checkpointer.directory!r}"
             )
         if checkpointer is None and checkpoint_dir is not None:
-            checkpointer = Checkpointer(checkpoint_dir)
+            checkpointer = Checkpointer(checkpoint_dir, codec=codec)
+        self.codec: Codec = codec if codec is not None else checkpointer.codec if checkpointer else MsgpackCodec()
         self.checkpointer = checkpointer
         self.checkpoint_path = None if checkpoint_path is None else os.fspath(checkpoint_path)
         restores = checkpointer is not None or self.checkpoint_path is not None
@@ -109,9 +112,8 @@ class ChiefSessionCreator:
         reader = self.checkpointer
         first = self._created == 0
         if self.checkpoint_path is not None and (first or reader is None):
-            return await (reader or Checkpointer(os.path.dirname(self.checkpoint_path) or ".")).restore(
-                self.checkpoint_path
-            )
+            codec = reader.codec if reader is not None else self.codec
+            return await anyio.to_thread.run_sync(read_checkpoint, self.checkpoint_path, codec)
         return None if reader is None else await reader.restore()
 
     async def create_session(self) -> Any:

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 import hookrun
-from hookrun import Checkpointer, MonitoredSession, StepSession, _checkpoint_file
+from hookrun import Checkpointer, MonitoredSession, StepSession
 from hookrun.hooks import CheckpointSaverHook, CheckpointSaverListener, StopAtStepHook
 
 from ._support import FakeClock
@@ -161,7 +161,7 @@ class BlockedFsync:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.entered, self.release = threading.Event(), threading.Event()
         self.real = os.fsync
-        monkeypatch.setattr(_checkpoint_file.os, "fsync", self)
+        monkeypatch.setattr(os, "fsync", self)
 
     def __call__(self, fd: int) -> None:
         if not self.entered.is_set():
@@ -257,9 +257,9 @@ async def test_monitor_and_keep_best_keep_the_best_checkpoints(tmp_path: Path) -
 
 def test_validation_messages(tmp_path: Path) -> None:
     """Bad arguments fail at construction with messages naming them."""
-    with pytest.raises(ValueError, match="Can not provide both every_secs and every_steps."):
+    with pytest.raises(ValueError, match=r"Can not provide both every_secs and every_steps\."):
         CheckpointSaverHook(tmp_path, save_secs=1, save_steps=1)
-    with pytest.raises(ValueError, match="Either every_secs or every_steps should be provided."):
+    with pytest.raises(ValueError, match=r"Either every_secs or every_steps should be provided\."):
         CheckpointSaverHook(tmp_path)
     with pytest.raises(ValueError, match="keep_best ranks checkpoints by a metric; give monitor="):
         CheckpointSaverHook(tmp_path, save_steps=1, keep_best=2)
