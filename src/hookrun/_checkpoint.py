@@ -28,8 +28,8 @@ import anyio
 from ._checkpoint_file import (
     CorruptCheckpointError,
     read_file,
+    temporary_name,
     verify_file,
-    write_atomically,
     write_file,
 )
 from ._checkpoint_index import CheckpointInfo, Retention, scan, warn_corrupt, write_index
@@ -261,10 +261,12 @@ async def _run_abortable(fn: Callable[..., T], *args: Any) -> T:
 
 
 def _prepare_directory(directory: str) -> None:
+    """Create ``directory`` if needed and check a file can be created in it."""
+    probe = temporary_name(os.path.join(directory, "probe"))
     try:
         os.makedirs(directory, exist_ok=True)
-        write_atomically(os.path.join(directory, ".write-probe"), [b"probe"])
-        os.unlink(os.path.join(directory, ".write-probe"))
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
     except OSError as exc:
         raise type(exc)(
             exc.errno, f"checkpoint directory {directory!r} cannot be written: {exc.strerror or exc}"

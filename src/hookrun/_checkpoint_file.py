@@ -36,6 +36,7 @@ __all__ = [
     "is_temporary",
     "read_file",
     "read_meta",
+    "temporary_name",
     "temporary_owner",
     "verify_file",
     "write_atomically",
@@ -65,6 +66,7 @@ class CheckpointAborted(Exception):
 
 
 def temporary_name(path: str) -> str:
+    """A hidden, unique name next to ``path`` for writing it."""
     directory, name = os.path.split(path)
     return os.path.join(directory, f".{name}{_TEMP}{os.getpid()}-{secrets.token_hex(4)}")
 

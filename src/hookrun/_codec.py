@@ -17,7 +17,6 @@ rejects a malformed payload with ``ValueError``, never by running anything.
 
 from __future__ import annotations
 
-import pickle
 import struct
 import sys
 import warnings
@@ -238,22 +237,27 @@ class PickleCodec:
 
     name = "pickle"
 
-    def __init__(self, *, protocol: int = pickle.HIGHEST_PROTOCOL) -> None:
+    def __init__(self, *, protocol: int | None = None) -> None:
         warnings.warn(
             "PickleCodec: restoring a pickle checkpoint runs code from the file; "
             "load only checkpoints you trust (the default MsgpackCodec never runs code)",
             UnsafeCodecWarning,
             stacklevel=2,
         )
-        self.protocol = protocol
+        #: The pickle protocol (``None``: the highest).
+        self.protocol = protocol if protocol is not None else -1
 
     def __repr__(self) -> str:
         return f"PickleCodec(protocol={self.protocol})"
 
     def encode(self, state: Mapping[str, Any]) -> list[Chunk]:
+        import pickle
+
         return [pickle.dumps(dict(state), protocol=self.protocol)]
 
     def decode(self, payload: memoryview) -> dict[str, Any]:
+        import pickle
+
         state = pickle.loads(payload)
         if not isinstance(state, dict):
             raise ValueError(f"the pickle holds a {type(state).__name__}, not a mapping")

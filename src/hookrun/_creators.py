@@ -99,7 +99,7 @@ class ChiefSessionCreator:
                 "or use MonitoredTrainingSession, which wires it"
             )
         self.step_counter = None if step_counter is None else check_step_counter(step_counter)
-        self._objects = checkpointables
+        self._objects = tuple(checkpointables)
         self._created = 0
         #: The checkpoint the last created session was restored from (``None``: fresh).
         self.restored: RestoredCheckpoint | None = None
