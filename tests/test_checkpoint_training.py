@@ -335,3 +335,40 @@ async def test_session_state_with_step_session(tmp_path: Path) -> None:
         await session.run()
     async with MonitoredTrainingSession(create, checkpoint_dir=tmp_path) as session:
         assert await session.step_counter.get() == 1
+
+
+async def test_summaries_go_to_the_summary_writer(tmp_path: Path) -> None:
+    """summary_scalars are written every save_summaries_steps, global_step/sec every log_step_count_steps."""
+    from .hooks._support import ListWriter
+
+    writer = ListWriter()
+    async with MonitoredTrainingSession(
+        Model, checkpoint_dir=tmp_path, summary_writer=writer, summary_scalars=["loss"],
+        save_summaries_steps=2, log_step_count_steps=2,
+    ) as session:
+        for _ in range(4):
+            await session.run()
+    assert writer.steps("loss") == [1, 3]
+    assert writer.steps("global_step/sec") == [3]
+
+
+async def test_worker_awaits_a_ready_awaitable_once() -> None:
+    """ready= an awaitable is awaited at the first creation only."""
+    calls: list[int] = []
+
+    async def chief_ready() -> None:
+        calls.append(1)
+
+    creator = WorkerSessionCreator(Model, ready=chief_ready())
+    await creator.create_session()
+    await creator.create_session()
+    assert calls == [1]
+
+
+async def test_worker_asks_a_ready_predicate_until_true() -> None:
+    """ready= a plain predicate is asked again until it answers true."""
+    answers = iter([False, False, True])
+    creator = WorkerSessionCreator(Model, ready=lambda: next(answers))
+    with anyio.fail_after(20):
+        await creator.create_session()
+    assert next(answers, "used up") == "used up"

@@ -67,7 +67,7 @@ def checkpointables(objects: Iterable[object]) -> dict[str, object]:
             seen.add(id(obj))
             key = getattr(obj, "checkpoint_key", None)
             if not isinstance(key, str):
-                name = type(obj).__qualname__
+                name = type(obj).__name__
                 counts[name] = counts.get(name, 0) + 1
                 key = name if counts[name] == 1 else f"{name}#{counts[name]}"
             if key in keyed:

@@ -278,3 +278,87 @@ def test_unwritable_directory_fails_at_construction(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(OSError, match="cannot be written"):
         CheckpointSaverHook(tmp_path / "file" / "ckpt", save_steps=1)
+
+
+async def test_a_session_cancelled_mid_write_leaves_no_partial_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while a save is being written (no grace period), nothing half-written appears."""
+    checkpointer = Checkpointer(tmp_path)
+    await checkpointer.save(5, {"global_step": 5})
+    hook = CheckpointSaverHook(save_steps=1, checkpointer=checkpointer)
+    blocked = BlockedFsync(monkeypatch)
+
+    async def create() -> Model:
+        return Model()
+
+    async def run(scope: anyio.CancelScope) -> None:
+        with scope:
+            async with MonitoredSession(create, [hook], stop_grace_period=0):
+                await anyio.sleep_forever()
+
+    scope = anyio.CancelScope()
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, scope)
+            await blocked.wait_entered()  # the creation save of step 0 is inside its fsync
+            scope.cancel()
+            await anyio.wait_all_tasks_blocked()  # the write was told to stop
+            blocked.release.set()
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-5", "index.json"]
+    assert hookrun.latest_checkpoint(tmp_path) == str(tmp_path / "ckpt-5")
+
+
+class Tally(hookrun.SessionRunHook):
+    """A checkpointable hook with async state methods and a chosen key."""
+
+    checkpoint_key = "tally"
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def after_run(self, run_context: hookrun.SessionRunContext, run_values: hookrun.SessionRunValues) -> None:
+        self.count += 1
+
+    async def state_dict(self) -> dict[str, int]:
+        return {"count": self.count}
+
+    async def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.count = state["count"]
+
+
+async def test_hooks_inside_sequential_and_custom_keys_are_saved(tmp_path: Path) -> None:
+    """Members of sequential() are saved; checkpoint_key names a hook; async state_dict works."""
+    tally, stop = Tally(), StopAtStepHook(last_step=50)
+    combined = hookrun.sequential(stop, tally)
+    hook = CheckpointSaverHook(tmp_path, save_steps=100, checkpointables=[combined])
+    await run_steps([combined, hook], 2)
+    restored = await Checkpointer(tmp_path).restore()
+    assert restored is not None
+    assert restored.state["hooks"] == {"StopAtStepHook": {"num_steps": None, "last_step": 50}, "tally": {"count": 2}}
+
+
+async def test_a_state_dict_that_is_not_a_mapping_is_named(tmp_path: Path) -> None:
+    """A hook whose state_dict returns a list fails the save with a TypeError naming it."""
+
+    class Bad(hookrun.SessionRunHook):
+        def after_run(self, run_context: Any, run_values: Any) -> None:
+            pass
+
+        def state_dict(self) -> list[int]:
+            return [1]
+
+        def load_state_dict(self, state: Any) -> None:
+            pass
+
+    bad = Bad()
+    hook = CheckpointSaverHook(tmp_path, save_steps=1, checkpointables=[bad])
+    with pytest.raises(TypeError, match=r"hook 'Bad'.*state_dict\(\) must return a mapping, got list"):
+        await run_steps([bad, hook], 1)
+
+
+def test_two_objects_with_one_key_are_refused(tmp_path: Path) -> None:
+    """Two checkpointables claiming one checkpoint_key is a ValueError naming the key."""
+    hook = CheckpointSaverHook(tmp_path, save_steps=1, checkpointables=[Tally(), Tally()])
+    with pytest.raises(ValueError, match="share the checkpoint key 'tally'"):
+        anyio.run(hook.begin)
