@@ -173,14 +173,18 @@ def _meta_ok(meta: dict[str, Any]) -> bool:
     return ints and isinstance(meta.get("codec"), str)
 
 
+def _read_head(path: str, file: Any) -> tuple[dict[str, Any], int]:
+    size = os.fstat(file.fileno()).st_size
+    head = file.read(_HEAD.size)
+    if len(head) == _HEAD.size and head[:8] == MAGIC:
+        head += file.read(min(_HEAD.unpack(head)[2], _MAX_META))
+    return _parse_head(path, head, size)[0], size
+
+
 def read_meta(path: str) -> dict[str, Any]:
     """The header of a checkpoint file, without checking its digest."""
     with open(path, "rb") as file:
-        size = os.fstat(file.fileno()).st_size
-        head = file.read(_HEAD.size)
-        if len(head) == _HEAD.size and head[:8] == MAGIC:
-            head += file.read(min(_HEAD.unpack(head)[2], _MAX_META))
-    return _parse_head(path, head, size)[0]
+        return _read_head(path, file)[0]
 
 
 def read_file(path: str) -> tuple[dict[str, Any], memoryview]:
@@ -205,10 +209,10 @@ def read_file(path: str) -> tuple[dict[str, Any], memoryview]:
 
 def verify_file(path: str) -> dict[str, Any]:
     """Check a checkpoint file's digest without keeping it in memory; return its meta."""
-    meta = read_meta(path)
     digest = hashlib.sha256()
     with open(path, "rb") as file:
-        size = os.fstat(file.fileno()).st_size
+        meta, size = _read_head(path, file)
+        file.seek(0)
         remaining = size - _DIGEST
         while remaining > 0:
             piece = file.read(min(_PIECE, remaining))

@@ -105,9 +105,11 @@ async def apply_state(
     objects: Mapping[str, object],
     step_counter: StepCounter | None,
     source: str,
+    saved_step: int,
 ) -> None:
-    """Load a checkpoint read from ``source`` into the session, the hooks and the step counter."""
-    step = state.get("global_step")
+    """Load a checkpoint read from ``source`` (saved at ``saved_step``) into the session, the
+    hooks and the step counter."""
+    step = state.get("global_step", saved_step)
     if isinstance(step, bool) or not isinstance(step, int):
         raise ValueError(f"checkpoint {source!r} has no integer global_step")
     if step_counter is not None:

@@ -123,7 +123,9 @@ class ChiefSessionCreator:
         try:
             if restored is not None:
                 objects = checkpointables(self._objects)
-                await apply_state(restored.state, session, objects, self.step_counter, restored.info.path)
+                await apply_state(
+                    restored.state, session, objects, self.step_counter, restored.info.path, restored.step
+                )
                 logger().info("restored %s at global step %d", restored.info.path, restored.step)
         except BaseException:
             await _aclose_quietly(session)
