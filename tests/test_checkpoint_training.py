@@ -372,3 +372,14 @@ async def test_worker_asks_a_ready_predicate_until_true() -> None:
     with anyio.fail_after(20):
         await creator.create_session()
     assert next(answers, "used up") == "used up"
+
+
+async def test_a_restored_checkpoint_is_not_written_again(tmp_path: Path) -> None:
+    """Restarting from a checkpoint does not rewrite it at creation (nor lose its metric)."""
+    checkpointer = Checkpointer(tmp_path, keep_best=1, max_to_keep=1)
+    async with MonitoredTrainingSession(Model, checkpointer=checkpointer, save_checkpoint_steps=1) as session:
+        for _ in range(2):
+            await session.run()
+    before = checkpointer.all()
+    async with MonitoredTrainingSession(Model, checkpointer=checkpointer, save_checkpoint_steps=1) as session:
+        assert checkpointer.all() == before

@@ -3,7 +3,9 @@
 
 TensorFlow's timing: a save when the session is created (and re-created), one
 whenever the timer fires after a run, and one at ``end`` unless that step was
-just saved. Each save snapshots the state while the hook's ``after_run`` (or
+just saved. Unlike TensorFlow, the save at creation is skipped when the newest
+valid checkpoint already is of the current step: the one the session was just
+restored from is not rewritten (nor its metric forgotten). Each save snapshots the state while the hook's ``after_run`` (or
 ``after_create_session``) awaits — ``state_dict`` calls and encoding, the
 latter in a worker thread — then writes it in the background, as a task of the
 session's coordinator, so the next steps run while the file is written. A save
@@ -111,11 +113,16 @@ class CheckpointSaverHook(SessionRunHook):
             await _notify(listener, "begin")
 
     async def after_create_session(self, session: object, coord: object) -> None:
-        """Save at the current step (a listener's stop request is ignored here)."""
+        """Save at the current step, unless the newest valid checkpoint is of that step (the
+        one just restored); a listener's stop request is ignored here."""
         self._coord, self._writing = coord, None  # the previous coordinator's tasks are over
         counter = step_counter_of(coord)
         step = 0 if counter is None else await counter.get()
-        await self._save(session, step, background=True, may_stop=False)
+        latest = await self.checkpointer.latest()
+        if latest is not None and latest.step == step:
+            self.last_saved_step = step
+        else:
+            await self._save(session, step, background=True, may_stop=False)
         self._timer.update_last_triggered_step(step)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
