@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import hookrun
 from hookrun import MsgpackCodec, PickleCodec, UnsafeCodecWarning
@@ -123,3 +125,34 @@ def test_codec_protocol_is_structural() -> None:
     assert isinstance(MsgpackCodec(), hookrun.Codec)
     with pytest.warns(UnsafeCodecWarning):
         assert isinstance(PickleCodec(), hookrun.Codec)
+
+
+_leaves = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary()
+)
+_trees = st.recursive(
+    _leaves,
+    lambda children: st.lists(children, max_size=4)
+    | st.lists(children, max_size=4).map(tuple)
+    | st.dictionaries(st.text(max_size=5) | st.integers(-(2**63), 2**63 - 1), children, max_size=4),
+    max_leaves=30,
+)
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, with the same types all the way down."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+@given(st.dictionaries(st.text(max_size=5), _trees, max_size=5))
+def test_any_supported_structure_round_trips_exactly(state: dict[str, Any]) -> None:
+    """Generated nested states come back equal and of the same types at every level."""
+    assert _same(roundtrip(state), state)

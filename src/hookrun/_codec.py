@@ -149,7 +149,7 @@ class _Encoder:
     def key(self, key: object, where: str) -> object:
         if type(key) is str or (isinstance(key, int) and type(key) is int and _INT_MIN <= key <= _INT_MAX):
             return key
-        raise TypeError(f"cannot checkpoint {where}: key {key!r} is not a str or an int")
+        raise TypeError(f"cannot checkpoint {where}: key {key!r} is not a str or an int of at most 64 bits")
 
     def dtype(self, dtype: Any, where: str) -> str:
         if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
