@@ -166,12 +166,12 @@ class CheckpointSaverHook(SessionRunHook):
         encoded = await self.checkpointer.encode(state)
         self.last_saved_step = step
         if not background or self._coord is None:
-            await self._write(session, step, encoded, self._metric, may_stop, None)
+            await self._write(session, step, encoded, self._metric, may_stop, None, None)
             return
         self._writing = done = anyio.Event()
         try:
             self._coord.start_soon(
-                self._write, session, step, encoded, self._metric, may_stop, done,
+                self._write, session, step, encoded, self._metric, may_stop, done, self._coord,
                 name=f"CheckpointSaverHook save of step {step}",
             )
         except BaseException:
@@ -180,7 +180,7 @@ class CheckpointSaverHook(SessionRunHook):
 
     async def _write(
         self, session: object, step: int, encoded: EncodedState, metric: float | None,
-        may_stop: bool, done: anyio.Event | None,
+        may_stop: bool, done: anyio.Event | None, coord: Any,
     ) -> None:
         try:
             info = await self.checkpointer.write(step, encoded, metric=metric)
@@ -189,10 +189,9 @@ class CheckpointSaverHook(SessionRunHook):
             for listener in self._listeners:
                 if await _notify(listener, "after_save", session, step):
                     stop = True
-            if stop and may_stop:
+            if stop and may_stop and coord is not None:
                 logger.info("a checkpoint listener requested stop after saving step %d", step)
-                if self._coord is not None:
-                    self._coord.request_stop()
+                coord.request_stop()
         finally:
             if done is not None:
                 done.set()
