@@ -316,3 +316,9 @@ async def test_a_cancelled_save_leaves_the_previous_latest(tmp_path: Path, monke
     assert latest_checkpoint(tmp_path) == str(tmp_path / "ckpt-0")
     restored = await Checkpointer(tmp_path).restore()
     assert restored is not None and restored.step == 0
+
+
+def test_a_codec_must_look_like_one(tmp_path: Path) -> None:
+    """A codec without name, encode and decode is a TypeError at construction."""
+    with pytest.raises(TypeError, match="is not a Codec"):
+        Checkpointer(tmp_path, codec=object())  # type: ignore[arg-type]

@@ -119,7 +119,11 @@ class Checkpointer:
         if not isinstance(basename, str) or not basename or os.sep in basename or basename.startswith("."):
             raise ValueError(f"Checkpointer: basename must be a plain file name, got {basename!r}")
         self.codec: Codec = codec if codec is not None else MsgpackCodec()
-        if not callable(getattr(self.codec, "encode", None)) or not isinstance(getattr(self.codec, "name", None), str):
+        if not (
+            callable(getattr(self.codec, "encode", None))
+            and callable(getattr(self.codec, "decode", None))
+            and isinstance(getattr(self.codec, "name", None), str)
+        ):
             raise TypeError(f"Checkpointer: codec {codec!r} is not a Codec (needs name, encode and decode)")
         self.directory = os.path.abspath(os.fspath(directory))
         self.basename = basename
