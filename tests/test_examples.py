@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from examples import flaky_recovery, minimal_hook, pipeline, quickstart
+from examples import flaky_recovery, minimal_hook, pipeline, quickstart, resumable_pipeline
+
+import hookrun
 
 pytestmark = pytest.mark.anyio
 
@@ -42,3 +47,41 @@ def test_demo_command_runs() -> None:
             capture_output=True, text=True, timeout=60, check=True,
         )
         assert "ended cleanly" in done.stdout and "2 sessions created" in done.stdout
+
+
+async def test_resumable_pipeline_writes_every_output_once(tmp_path: Path) -> None:
+    """Run to the end, then again: the second run resumes at the end and changes nothing."""
+    outputs = await resumable_pipeline.main(tmp_path, items=12)
+    expected = {f"item-{i:05d}": f"item-{i:05d}".upper()[::-1] for i in range(12)}
+    assert outputs == expected
+    assert await resumable_pipeline.main(tmp_path, items=12) == expected
+    latest = hookrun.latest_checkpoint(tmp_path / "checkpoints")
+    assert latest is not None and latest.endswith("ckpt-12")
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_resumable_pipeline_killed_and_restarted(tmp_path: Path, anyio_backend: str) -> None:
+    """Killed with SIGKILL mid-run and restarted, the pipeline ends with every item's output exactly once."""
+    command = [
+        sys.executable, "-m", "examples.resumable_pipeline", str(tmp_path),
+        "--items", "40", "--delay", "0.01", "--backend", anyio_backend,
+    ]
+    root = Path(__file__).resolve().parent.parent
+    first = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, text=True)
+    assert first.stdout is not None
+    assert first.stdout.readline().strip() == "resumed at offset 0"
+    for _ in range(10):
+        assert first.stdout.readline().startswith("processed ")
+    first.send_signal(signal.SIGKILL)
+    first.wait(60)
+    first.stdout.close()
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=120, check=True)
+    resumed = int(done.stdout.splitlines()[0].removeprefix("resumed at offset "))
+    # Step 10's checkpoint may still have been in the background write; step 9's was durable.
+    assert 9 <= resumed < 40
+    assert done.stdout.splitlines()[-1] == "finished: 40 outputs"
+    outputs = tmp_path / "outputs"
+    names = sorted(name for name in os.listdir(outputs) if not name.startswith("."))
+    assert names == [f"item-{i:05d}" for i in range(40)]
+    for name in names:
+        assert (outputs / name).read_text() == name.upper()[::-1]

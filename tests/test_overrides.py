@@ -162,6 +162,7 @@ def test_the_documented_async_run_methods_of_the_builtin_hooks() -> None:
             ):
                 found.add(f"{cls.__name__}.{method}")
     assert found == {
+        "CheckpointSaverHook.after_run",
         "FeedFnHook.before_run",
         "GlobalStepWaiterHook.before_run",
         "ProfilerHook.before_run",

@@ -39,7 +39,14 @@ from ._step import LocalStepCounter, StepCounter
 
 if TYPE_CHECKING:
     from . import hooks
+    from ._checkpoint import Checkpointer, RestoredCheckpoint, latest_checkpoint
+    from ._checkpoint_file import CorruptCheckpointError
+    from ._checkpoint_index import CheckpointCorruptionWarning, CheckpointInfo
+    from ._checkpointable import Checkpointable
+    from ._codec import Codec, MsgpackCodec, PickleCodec, UnsafeCodecWarning
+    from ._creators import ChiefSessionCreator, WorkerSessionCreator
     from ._timer import NeverTriggerTimer, SecondOrStepTimer
+    from ._training import MonitoredTrainingSession
     from .hooks import (
         Trigger,
         at_step,
@@ -52,10 +59,24 @@ if TYPE_CHECKING:
         when,
     )
 
-# The built-in hooks (``hookrun.hooks``), function hooks, triggers and timers are
-# imported on first use, so that `import hookrun` stays light: `hookrun.hooks.X`
-# works right after `import hookrun`.
+# The built-in hooks (``hookrun.hooks``), function hooks, triggers, timers and
+# checkpoints are re-exported here but imported on first use, so that `import hookrun`
+# stays light: `hookrun.hooks.X` works right after `import hookrun`.
 _LAZY = {
+    "CheckpointCorruptionWarning": "._checkpoint_index",
+    "CheckpointInfo": "._checkpoint_index",
+    "Checkpointable": "._checkpointable",
+    "Checkpointer": "._checkpoint",
+    "ChiefSessionCreator": "._creators",
+    "Codec": "._codec",
+    "CorruptCheckpointError": "._checkpoint_file",
+    "MonitoredTrainingSession": "._training",
+    "MsgpackCodec": "._codec",
+    "PickleCodec": "._codec",
+    "RestoredCheckpoint": "._checkpoint",
+    "UnsafeCodecWarning": "._codec",
+    "WorkerSessionCreator": "._creators",
+    "latest_checkpoint": "._checkpoint",
     "NeverTriggerTimer": "._timer",
     "SecondOrStepTimer": "._timer",
     "Trigger": ".hooks",
@@ -89,15 +110,26 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AbortedError",
+    "CheckpointCorruptionWarning",
+    "CheckpointInfo",
+    "Checkpointable",
+    "Checkpointer",
+    "ChiefSessionCreator",
+    "Codec",
     "Coordinator",
+    "CorruptCheckpointError",
     "DeadlineExceededError",
     "FeedConflictError",
     "HookTimeoutError",
     "HookrunError",
     "LocalStepCounter",
     "MonitoredSession",
+    "MonitoredTrainingSession",
+    "MsgpackCodec",
     "NeverTriggerTimer",
     "OutOfRangeError",
+    "PickleCodec",
+    "RestoredCheckpoint",
     "RetryPolicy",
     "RunAfterStopError",
     "RunMetadata",
@@ -117,11 +149,14 @@ __all__ = [
     "TimingRecord",
     "Trigger",
     "UnavailableError",
+    "UnsafeCodecWarning",
+    "WorkerSessionCreator",
     "at_step",
     "every",
     "fetch",
     "hooks",
     "in_thread",
+    "latest_checkpoint",
     "on_after_create_session",
     "on_after_run",
     "on_before_run",

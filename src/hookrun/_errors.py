@@ -10,8 +10,9 @@
     ├── FeedConflictError(RuntimeError)       a key fed twice
     ├── RunAfterStopError(RuntimeError)       run() after a hook requested stop
     ├── SessionClosedError(RuntimeError)      used after close / outside async with
-    └── NanLossDuringTrainingError(RuntimeError)  NanTensorHook saw a NaN loss
-                                                  (defined in hookrun.hooks)
+    ├── NanLossDuringTrainingError(RuntimeError)  NanTensorHook saw a NaN loss
+    │                                             (defined in hookrun.hooks)
+    └── CorruptCheckpointError(ValueError)    a checkpoint file failed its checks
 
 Each error is built from a message; the ones that name a culprit also carry it
 as attributes so code can react without parsing the message.

@@ -15,7 +15,7 @@ works outside an event loop (it then reports no elapsed seconds).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import anyio
 
@@ -115,6 +115,21 @@ class SecondOrStepTimer:
     def last_triggered_step(self) -> int | None:
         """The step of the last trigger, or ``None`` if it never triggered."""
         return self._last_step
+
+    def state_dict(self) -> dict[str, int | None]:
+        """The last triggered step (times do not survive a restart)."""
+        return {"last_triggered_step": self._last_step}
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None:
+        """Take back the last triggered step; the interval in seconds restarts now."""
+        step = state.get("last_triggered_step")
+        if step is None:
+            self.reset()
+        elif isinstance(step, int) and not isinstance(step, bool):
+            self._last_step = step
+            self._last_time = self._clock()
+        else:
+            raise ValueError(f"timer state: last_triggered_step must be an int or None, got {step!r}")
 
 
 class NeverTriggerTimer:

@@ -11,6 +11,7 @@ TensorBoard writing needs ``hookrun[tensorboard]``, the progress bar
 from __future__ import annotations
 
 from .._timer import NeverTriggerTimer, SecondOrStepTimer
+from ._checkpoint_saver import CheckpointSaverHook, CheckpointSaverListener
 from ._early_stopping import (
     EarlyStoppingHook,
     StopOnPredicateHook,
@@ -43,6 +44,8 @@ from ._summary_writer import SummaryWriter, TensorBoardWriter
 from ._triggers import Trigger, at_step, every, when
 
 __all__ = [
+    "CheckpointSaverHook",
+    "CheckpointSaverListener",
     "EarlyStoppingHook",
     "FeedFnHook",
     "FinalOpsHook",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Literal
 
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
@@ -126,6 +126,16 @@ class _MetricStoppingHook(SessionRunHook):
         """Fold one evaluation in; return the reason to stop, or ``None``."""
         raise NotImplementedError
 
+    def state_dict(self) -> dict[str, Any]:
+        """The decision so far and the check timer (checkpointable)."""
+        return {"verdict": self._verdict, "stopped_at_step": self.stopped_at_step, "timer": self._timer.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Take back a state from ``state_dict``."""
+        self._verdict = state.get("verdict")
+        self.stopped_at_step = state.get("stopped_at_step")
+        self._timer.load_state_dict(state.get("timer") or {})
+
 
 class ThresholdStoppingHook(_MetricStoppingHook):
     """Stops once an evaluation at a step >= ``min_steps`` is strictly above
@@ -205,6 +215,16 @@ class EarlyStoppingHook(_MetricStoppingHook):
             f"EarlyStoppingHook({self.metric_key!r}, mode={self.mode!r}, "
             f"patience_steps={self.patience_steps}, best={self.best} at {self.best_step})"
         )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The best value, its step, the decision so far and the check timer (checkpointable)."""
+        return {**super().state_dict(), "best": self.best, "best_step": self.best_step}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Take back a state from ``state_dict``: the wait count goes on from ``best_step``."""
+        super().load_state_dict(state)
+        self.best = state.get("best")
+        self.best_step = state.get("best_step")
 
     def _improves(self, value: float) -> bool:
         if self.best is None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from .._hooks import SessionRunContext, SessionRunHook, SessionRunValues
 from ._common import step_counter_of
 
@@ -17,6 +20,11 @@ class StopAtStepHook(SessionRunHook):
     ``run_context.global_step``) and is not recomputed after recovery. The
     check uses the global step *after* each run, so a step counter that jumps
     past ``last_step`` (a shared, distributed counter) still stops.
+
+    Checkpointable: a restarted run restored from a checkpoint keeps the last
+    step computed before (``num_steps`` counts from where the run first
+    started), unless ``num_steps`` changed, which then counts from the
+    restored step, like TensorFlow.
     """
 
     def __init__(self, num_steps: int | None = None, last_step: int | None = None) -> None:
@@ -39,6 +47,16 @@ class StopAtStepHook(SessionRunHook):
     def last_step(self) -> int | None:
         """The step at which stop is requested (``None`` until it is known)."""
         return self._last_step
+
+    def state_dict(self) -> dict[str, int | None]:
+        """The configured ``num_steps`` and the computed ``last_step``."""
+        return {"num_steps": self._num_steps, "last_step": self._last_step}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Adopt a saved ``last_step`` when it was computed from the same ``num_steps``."""
+        saved = state.get("last_step")
+        if self._num_steps is not None and state.get("num_steps") == self._num_steps and isinstance(saved, int):
+            self._last_step = saved
 
     async def after_create_session(self, session: object, coord: object) -> None:
         """Fix ``last_step`` from the current global step (first session only)."""

@@ -1,0 +1,298 @@
+"""``Checkpointer``: save, list, find and restore the checkpoints of one directory;
+``latest_checkpoint``: the newest valid checkpoint of a directory.
+
+Every save runs its encoding and its file I/O in worker threads, so the event
+loop keeps serving other tasks; saves of one checkpointer run one at a time
+(a save due while another is writing waits for it). A cancelled save removes
+its temporary file: the previous checkpoints stay as they were, and the
+newest of them stays the latest. ``latest`` and ``restore`` verify checksums
+and skip a corrupt file with a :class:`CheckpointCorruptionWarning` naming it.
+
+Invariants: a checkpoint becomes visible only complete (see
+``_checkpoint_file``); retention never removes the newest checkpoint; the
+save order (``seq``) only grows, so "latest" means "saved last".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import anyio
+
+from ._checkpoint_file import (
+    CorruptCheckpointError,
+    read_file,
+    temporary_name,
+    verify_file,
+    write_file,
+)
+from ._checkpoint_index import CheckpointInfo, Retention, scan, warn_corrupt, write_index
+from ._codec import Chunk, Codec, MsgpackCodec
+
+__all__ = ["Checkpointer", "EncodedState", "RestoredCheckpoint", "latest_checkpoint", "read_checkpoint"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RestoredCheckpoint:
+    """What ``Checkpointer.restore`` read: the checkpoint's ``info`` and its ``state``."""
+
+    info: CheckpointInfo
+    state: dict[str, Any]
+
+    @property
+    def step(self) -> int:
+        """The global step the checkpoint was saved at."""
+        return self.info.step
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedState:
+    """A snapshot of a state, encoded by ``codec``: later changes to the state do not alter it."""
+
+    codec: str
+    chunks: Sequence[Chunk]
+
+
+def latest_checkpoint(directory: str | os.PathLike[str]) -> str | None:
+    """The path of the newest valid checkpoint in ``directory``, or ``None``.
+
+    Corrupt files are skipped with a warning naming them. This reads files: in
+    async code call it through ``anyio.to_thread.run_sync`` or use
+    ``await Checkpointer.latest()``.
+    """
+    info = _latest_valid(os.fspath(directory))
+    return None if info is None else info.path
+
+
+def _latest_valid(directory: str) -> CheckpointInfo | None:
+    entries, _ = scan(directory)
+    for info in reversed(entries):
+        try:
+            verify_file(info.path)
+        except CorruptCheckpointError as error:
+            warn_corrupt(error)
+            continue
+        except FileNotFoundError:
+            continue
+        return info
+    return None
+
+
+class Checkpointer:
+    """Saves states as checkpoint files in ``directory`` and finds them again.
+
+    Keeps the newest ``max_to_keep`` checkpoints (``None``: all), plus one every
+    ``keep_checkpoint_every_n_hours`` hours, plus the ``keep_best`` best by the
+    ``metric`` given to ``save`` (lowest for ``mode="min"``, highest for
+    ``"max"``). ``codec`` defaults to :class:`MsgpackCodec`, which never runs
+    code on load. Files are named ``<basename>-<step>``; a second save of one
+    step replaces the first, atomically. The directory is created if needed;
+    one that cannot be written is an ``OSError`` naming it, raised here.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        max_to_keep: int | None = 5,
+        keep_checkpoint_every_n_hours: float | None = None,
+        codec: Codec | None = None,
+        keep_best: int | None = None,
+        mode: Literal["min", "max"] = "min",
+        basename: str = "ckpt",
+    ) -> None:
+        _check_count("max_to_keep", max_to_keep)
+        _check_count("keep_best", keep_best)
+        hours = keep_checkpoint_every_n_hours
+        if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float)) or not hours > 0):
+            raise ValueError(f"Checkpointer: keep_checkpoint_every_n_hours must be None or > 0, got {hours!r}")
+        if mode not in ("min", "max"):
+            raise ValueError(f'Checkpointer: mode must be "min" or "max", got {mode!r}')
+        if not isinstance(basename, str) or not basename or os.sep in basename or basename.startswith("."):
+            raise ValueError(f"Checkpointer: basename must be a plain file name, got {basename!r}")
+        self.codec: Codec = codec if codec is not None else MsgpackCodec()
+        if not (
+            callable(getattr(self.codec, "encode", None))
+            and callable(getattr(self.codec, "decode", None))
+            and isinstance(getattr(self.codec, "name", None), str)
+        ):
+            raise TypeError(f"Checkpointer: codec {codec!r} is not a Codec (needs name, encode and decode)")
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.basename = basename
+        self.retention = Retention(max_to_keep, hours, keep_best, mode)
+        self._mutex = threading.Lock()  # guards the entries, read by the loop, changed by writers
+        self._busy: anyio.Event | None = None
+        _prepare_directory(self.directory)
+        self._entries, mark = scan(self.directory, clean=True)
+        self._last_preserved_at = mark if mark is not None else time.time()
+
+    def __repr__(self) -> str:
+        return f"Checkpointer({self.directory!r}, {len(self._entries)} checkpoints)"
+
+    def all(self) -> list[CheckpointInfo]:
+        """Every checkpoint this directory holds, oldest first (from the index; not verified)."""
+        with self._mutex:
+            return list(self._entries)
+
+    async def latest(self) -> CheckpointInfo | None:
+        """The newest valid checkpoint (checksum verified), or ``None``."""
+        return await anyio.to_thread.run_sync(_latest_valid, self.directory)
+
+    async def restore(self, path: str | os.PathLike[str] | None = None) -> RestoredCheckpoint | None:
+        """Read the checkpoint at ``path``, or the newest valid one (``None`` if there is none).
+
+        An explicit ``path`` that is corrupt raises :class:`CorruptCheckpointError`;
+        without one, corrupt files are skipped with a warning.
+        """
+        if path is not None:
+            return await anyio.to_thread.run_sync(self._read, os.fspath(path))
+        return await anyio.to_thread.run_sync(self._read_latest)
+
+    async def encode(self, state: Mapping[str, Any]) -> EncodedState:
+        """Snapshot and encode ``state`` in a worker thread (the first half of ``save``)."""
+        if not isinstance(state, Mapping):
+            raise TypeError(f"a checkpoint's state must be a mapping, got {type(state).__name__}")
+        chunks = await anyio.to_thread.run_sync(self.codec.encode, state)
+        return EncodedState(self.codec.name, list(chunks))
+
+    async def write(self, step: int, encoded: EncodedState, *, metric: float | None = None) -> CheckpointInfo:
+        """Write an encoded state as the checkpoint of ``step`` (the second half of ``save``).
+
+        Waits for a write in progress; returns once the checkpoint is durable.
+        """
+        _check_step(step)
+        checked = _check_metric(metric)
+        while self._busy is not None:
+            await self._busy.wait()
+        self._busy = busy = anyio.Event()
+        try:
+            return await _run_abortable(self._write_sync, step, encoded, checked)
+        finally:
+            self._busy = None
+            busy.set()
+
+    async def save(self, step: int, state: Mapping[str, Any], *, metric: float | None = None) -> CheckpointInfo:
+        """Save ``state`` as the checkpoint of global step ``step``; return it once durable.
+
+        ``metric`` ranks it for ``keep_best``. A save started while another is
+        writing waits for it. Cancelled, it leaves no partial file behind.
+        """
+        _check_step(step)
+        _check_metric(metric)
+        return await self.write(step, await self.encode(state), metric=metric)
+
+    # -- worker-thread side -----------------------------------------------------------------
+
+    def _write_sync(self, step: int, encoded: EncodedState, metric: float | None, abort: threading.Event) -> CheckpointInfo:
+        path = os.path.join(self.directory, f"{self.basename}-{step}")
+        with self._mutex:
+            seq = max((info.seq for info in self._entries), default=0) + 1
+        saved_at = time.time()
+        meta = {"step": step, "seq": seq, "codec": encoded.codec, "saved_at": saved_at, "metric": metric}
+        write_file(path, meta, encoded.chunks, abort)
+        info = CheckpointInfo(path, step, seq, saved_at, metric)
+        with self._mutex:
+            entries = [entry for entry in self._entries if entry.path != path] + [info]
+            kept, removed, mark = self.retention.select(entries, self._last_preserved_at)
+            self._entries = kept
+            if mark is not None:
+                self._last_preserved_at = mark
+        write_index(self.directory, kept, mark)
+        for old in removed:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(old.path)
+        return info
+
+    def _read(self, path: str) -> RestoredCheckpoint:
+        return read_checkpoint(path, self.codec)
+
+    def _read_latest(self) -> RestoredCheckpoint | None:
+        entries, _ = scan(self.directory)
+        for info in reversed(entries):
+            try:
+                return self._read(info.path)
+            except CorruptCheckpointError as error:
+                warn_corrupt(error)
+            except FileNotFoundError:
+                continue
+        return None
+
+
+def read_checkpoint(path: str, codec: Codec) -> RestoredCheckpoint:
+    """Read, verify and decode the checkpoint file at ``path`` (blocking)."""
+    meta, payload = read_file(path)
+    if meta["codec"] != codec.name:
+        raise ValueError(
+            f"checkpoint {path!r} was written with codec {meta['codec']!r}, but this "
+            f"Checkpointer uses {codec.name!r}; pass codec= to read it"
+        )
+    try:
+        state = codec.decode(payload)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise CorruptCheckpointError(path, f"its payload does not decode ({exc})") from exc
+    info = CheckpointInfo(path, meta["step"], meta["seq"], float(meta.get("saved_at", 0.0)), meta.get("metric"))
+    return RestoredCheckpoint(info, state)
+
+
+async def _run_abortable(fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(*args, abort)`` in a worker thread; if cancelled, set ``abort`` and wait for it.
+
+    So a cancelled caller returns only once the thread has stopped (nothing keeps running).
+    """
+    abort, finished = threading.Event(), threading.Event()
+
+    def body() -> T:
+        try:
+            return fn(*args, abort)
+        finally:
+            finished.set()
+
+    try:
+        return await anyio.to_thread.run_sync(body, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        abort.set()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(finished.wait)
+        raise
+
+
+def _prepare_directory(directory: str) -> None:
+    """Create ``directory`` if needed and check a file can be created in it."""
+    probe = temporary_name(os.path.join(directory, "probe"))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+    except OSError as exc:
+        raise type(exc)(
+            exc.errno, f"checkpoint directory {directory!r} cannot be written: {exc.strerror or exc}"
+        ) from exc
+
+
+def _check_count(name: str, value: object) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"Checkpointer: {name} must be None or an int >= 1, got {value!r}")
+
+
+def _check_step(step: object) -> None:
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"a checkpoint's step must be an int >= 0, got {step!r}")
+
+
+def _check_metric(metric: object) -> float | None:
+    if metric is None:
+        return None
+    if isinstance(metric, bool):
+        raise TypeError(f"a checkpoint's metric must be a number, got {metric!r}")
+    try:
+        return float(metric)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise TypeError(f"a checkpoint's metric must be a number, got {metric!r}") from None

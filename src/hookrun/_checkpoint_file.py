@@ -1,0 +1,225 @@
+"""One checkpoint file on disk: its layout, its atomic write and its verification.
+
+Layout::
+
+    magic b"HKRNCKPT" | u32 version | u32 meta length | meta (JSON) | payload | SHA-256
+
+The digest covers every byte before it, so a torn, truncated or bit-flipped
+file is detected. ``meta`` holds the step, the save sequence number, the codec
+name, the wall-clock save time, the payload length and an optional metric.
+
+Invariants of ``write_file``: the bytes go to a hidden temporary name in the
+same directory, are flushed and fsynced, and only then renamed over the final
+name (atomic), after which the directory is fsynced. A failure or an abort
+before the rename removes the temporary file: a reader sees the old file or
+the complete new one, never a part. Blocking I/O: call these in a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import struct
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._errors import HookrunError
+
+__all__ = [
+    "CheckpointAborted",
+    "CorruptCheckpointError",
+    "fsync_directory",
+    "is_temporary",
+    "read_file",
+    "read_meta",
+    "temporary_name",
+    "temporary_owner",
+    "verify_file",
+    "write_atomically",
+    "write_file",
+]
+
+MAGIC = b"HKRNCKPT"
+VERSION = 1
+_HEAD = struct.Struct("<8sII")
+_DIGEST = hashlib.sha256().digest_size
+_PIECE = 8 << 20  # write and hash large buffers in pieces, checking for an abort between them
+_MAX_META = 1 << 20
+_TEMP = ".tmp-"
+
+
+class CorruptCheckpointError(HookrunError, ValueError):
+    """A checkpoint file is torn, truncated, bit-flipped or not a checkpoint. ``path`` names it."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(f"checkpoint {os.fspath(path)!r} is corrupt: {reason}")
+        self.path = os.fspath(path)
+        self.reason = reason
+
+
+class CheckpointAborted(Exception):
+    """A write was abandoned before its rename (its caller was cancelled)."""
+
+
+def temporary_name(path: str) -> str:
+    """A hidden, unique name next to ``path`` for writing it."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}{_TEMP}{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a directory entry is one of our temporary files."""
+    return name.startswith(".") and _TEMP in name
+
+
+def temporary_owner(name: str) -> int | None:
+    """The process id that made a temporary file, if its name says."""
+    try:
+        return int(name.rsplit(_TEMP, 1)[1].split("-", 1)[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def fsync_directory(directory: str) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        fd = os.open(directory, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomically(
+    path: str, chunks: Iterable[bytes | bytearray | memoryview], abort: threading.Event | None = None
+) -> None:
+    """Write ``chunks`` to ``path`` through a temporary file, fsync and rename."""
+    temporary = temporary_name(path)
+    try:
+        with open(temporary, "xb") as file:
+            for chunk in chunks:
+                view = memoryview(chunk).cast("B")
+                for start in range(0, view.nbytes, _PIECE):
+                    if abort is not None and abort.is_set():
+                        raise CheckpointAborted(path)
+                    file.write(view[start : start + _PIECE])
+            file.flush()
+            os.fsync(file.fileno())
+        if abort is not None and abort.is_set():
+            raise CheckpointAborted(path)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    fsync_directory(os.path.dirname(path) or ".")
+
+
+def write_file(
+    path: str,
+    meta: Mapping[str, Any],
+    payload: Iterable[bytes | bytearray | memoryview],
+    abort: threading.Event | None = None,
+) -> int:
+    """Write one checkpoint file atomically; return its size in bytes."""
+    pieces = [memoryview(chunk).cast("B") for chunk in payload]
+    size = sum(piece.nbytes for piece in pieces)
+    meta = dict(meta, payload_bytes=size)
+    encoded = json.dumps(meta, sort_keys=True).encode()
+    head = _HEAD.pack(MAGIC, VERSION, len(encoded)) + encoded
+    digest = hashlib.sha256(head)
+    for piece in pieces:
+        digest.update(piece)
+    write_atomically(path, [head, *pieces, digest.digest()], abort)
+    return len(head) + size + _DIGEST
+
+
+def _parse_head(path: str, head: bytes, size: int) -> tuple[dict[str, Any], int]:
+    """The meta and where the payload starts, from the first bytes of a file."""
+    if size < _HEAD.size + _DIGEST:
+        raise CorruptCheckpointError(path, f"only {size} bytes, too short to be a checkpoint")
+    magic, version, length = _HEAD.unpack_from(head)
+    if magic != MAGIC:
+        raise CorruptCheckpointError(path, "it does not start with the checkpoint marker")
+    if version != VERSION:
+        raise CorruptCheckpointError(path, f"format version {version}, this hookrun reads {VERSION}")
+    end = _HEAD.size + length
+    if length > _MAX_META or end + _DIGEST > size or end > len(head):
+        raise CorruptCheckpointError(path, f"its header length ({length}) does not fit the file")
+    try:
+        meta = json.loads(head[_HEAD.size : end])
+    except ValueError:
+        raise CorruptCheckpointError(path, "its header is not readable") from None
+    if not isinstance(meta, dict) or not _meta_ok(meta):
+        raise CorruptCheckpointError(path, "its header lacks the step, sequence or codec")
+    if end + meta["payload_bytes"] + _DIGEST != size:
+        raise CorruptCheckpointError(
+            path, f"{size} bytes, but its header announces {end + meta['payload_bytes'] + _DIGEST}"
+        )
+    return meta, end
+
+
+def _meta_ok(meta: dict[str, Any]) -> bool:
+    ints = all(type(meta.get(key)) is int for key in ("step", "seq", "payload_bytes"))
+    return ints and isinstance(meta.get("codec"), str)
+
+
+def _read_head(path: str, file: Any) -> tuple[dict[str, Any], int]:
+    size = os.fstat(file.fileno()).st_size
+    head = file.read(_HEAD.size)
+    if len(head) == _HEAD.size and head[:8] == MAGIC:
+        head += file.read(min(_HEAD.unpack(head)[2], _MAX_META))
+    return _parse_head(path, head, size)[0], size
+
+
+def read_meta(path: str) -> dict[str, Any]:
+    """The header of a checkpoint file, without checking its digest."""
+    with open(path, "rb") as file:
+        return _read_head(path, file)[0]
+
+
+def read_file(path: str) -> tuple[dict[str, Any], memoryview]:
+    """Read and verify a whole checkpoint file; return its meta and its payload."""
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        data = bytearray(size)
+        view = memoryview(data)
+        read = 0
+        while read < size:
+            count = file.readinto(view[read:])
+            if not count:
+                break
+            read += count
+    if read != size:
+        raise CorruptCheckpointError(path, f"it shrank while being read ({read} of {size} bytes)")
+    meta, start = _parse_head(path, bytes(view[: min(size, _HEAD.size + _MAX_META)]), size)
+    if hashlib.sha256(view[:-_DIGEST]).digest() != view[-_DIGEST:]:
+        raise CorruptCheckpointError(path, "its checksum does not match its contents")
+    return meta, view[start:-_DIGEST]
+
+
+def verify_file(path: str) -> dict[str, Any]:
+    """Check a checkpoint file's digest without keeping it in memory; return its meta."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        meta, size = _read_head(path, file)
+        file.seek(0)
+        remaining = size - _DIGEST
+        while remaining > 0:
+            piece = file.read(min(_PIECE, remaining))
+            if not piece:
+                raise CorruptCheckpointError(path, "it shrank while being read")
+            digest.update(piece)
+            remaining -= len(piece)
+        if digest.digest() != file.read(_DIGEST):
+            raise CorruptCheckpointError(path, "its checksum does not match its contents")
+    return meta

@@ -1,0 +1,264 @@
+"""How a checkpoint's state becomes bytes: the ``Codec`` protocol, the default
+``MsgpackCodec`` and the opt-in ``PickleCodec``.
+
+The default format never runs code on load. The structure (nested dicts,
+lists and tuples of ``None``, bools, ints, floats, strings and bytes) is
+MessagePack written by msgspec; NumPy arrays and scalars become placeholders
+in that structure pointing into a section of raw, 64-byte-aligned buffers
+(safetensors style: dtype, shape, offset and length, no code). The payload::
+
+    u64 little-endian length of the structure | structure | padding | buffers
+
+Invariants: ``encode`` returns buffers that no later change to the state can
+alter (arrays are copied), so a write may finish in the background; ``decode``
+returns exactly what was encoded (types, dtypes, shapes and byte order) and
+rejects a malformed payload with ``ValueError``, never by running anything.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Codec", "MsgpackCodec", "PickleCodec", "UnsafeCodecWarning"]
+
+#: A piece of an encoded payload.
+Chunk = bytes | bytearray | memoryview
+
+_ALIGN = 64
+_LENGTH = struct.Struct("<Q")
+_EXT_ARRAY, _EXT_TUPLE, _EXT_BIGINT, _EXT_SCALAR, _EXT_BYTEARRAY = 1, 2, 3, 4, 5
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+_PLAIN = (type(None), bool, int, float, str, bytes)
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """Turns a checkpoint's state into bytes and back.
+
+    ``name`` is recorded in every checkpoint; restoring a checkpoint written by
+    a codec of another name is an error naming both. ``encode`` runs in a worker
+    thread and must return buffers the caller may keep while the state changes
+    (copy what is mutable). ``decode`` gets the payload exactly as ``encode``
+    produced it.
+    """
+
+    name: str
+
+    def encode(self, state: Mapping[str, Any]) -> Sequence[Chunk]:
+        """The payload for ``state``, as a sequence of buffers written in order."""
+        ...
+
+    def decode(self, payload: memoryview) -> dict[str, Any]:
+        """The state held by ``payload``."""
+        ...
+
+
+class UnsafeCodecWarning(UserWarning):
+    """A codec that can run code from the file it loads was chosen."""
+
+
+class MsgpackCodec:
+    """The default codec: MessagePack structure (msgspec) plus raw NumPy buffers.
+
+    Round-trips nested dicts (string or int keys), lists and tuples of
+    ``None``, bools, ints of any size, floats, strings, bytes and bytearrays,
+    and NumPy arrays and scalars (dtype, shape and byte order kept; arrays come
+    back C-contiguous and writable). Anything else is a ``TypeError`` naming
+    where in the state it is. Object and structured dtypes are refused.
+    """
+
+    name = "hookrun-msgpack-1"
+
+    def __repr__(self) -> str:
+        return "MsgpackCodec()"
+
+    def encode(self, state: Mapping[str, Any]) -> list[Chunk]:
+        from msgspec import msgpack
+
+        numpy = sys.modules.get("numpy")  # no array can exist unless NumPy is loaded
+        buffers: list[memoryview] = []
+        tree = _Encoder(numpy, buffers).walk(state, "state")
+        structure = msgpack.encode(tree)
+        chunks: list[Chunk] = [_LENGTH.pack(len(structure)), structure]
+        position = _LENGTH.size + len(structure)
+        for buffer in buffers:
+            padding = -position % _ALIGN
+            chunks.append(bytes(padding))
+            chunks.append(buffer)
+            position += padding + buffer.nbytes
+        return chunks
+
+    def decode(self, payload: memoryview) -> dict[str, Any]:
+        from msgspec import DecodeError, msgpack
+
+        if payload.nbytes < _LENGTH.size:
+            raise ValueError("payload too short for its structure length")
+        (length,) = _LENGTH.unpack_from(payload)
+        end = _LENGTH.size + length
+        if end > payload.nbytes:
+            raise ValueError(f"structure length {length} runs past the payload ({payload.nbytes} bytes)")
+        decoder = msgpack.Decoder(ext_hook=_Decoder(payload, end).ext)
+        try:
+            state = decoder.decode(payload[_LENGTH.size : end])
+        except DecodeError as exc:
+            raise ValueError(f"malformed structure: {exc}") from None
+        if not isinstance(state, dict):
+            raise ValueError(f"the structure holds a {type(state).__name__}, not a mapping")
+        return state
+
+
+class _Encoder:
+    """Walks a state, checking each value and replacing what msgpack lacks by extensions."""
+
+    def __init__(self, numpy: Any, buffers: list[memoryview]) -> None:
+        self.numpy = numpy
+        self.buffers = buffers
+        self.offset = 0  # of the next buffer, within the buffer section
+
+    def walk(self, value: object, where: str) -> object:
+        kind = type(value)
+        if kind in _PLAIN:
+            if isinstance(value, int) and kind is int and not _INT_MIN <= value <= _INT_MAX:
+                return _ext(_EXT_BIGINT, str(value).encode())
+            return value
+        if isinstance(value, Mapping):
+            return {self.key(key, where): self.walk(item, f"{where}[{key!r}]") for key, item in value.items()}
+        if isinstance(value, list) and kind is list:
+            return [self.walk(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        if isinstance(value, tuple) and kind is tuple:
+            items = [self.walk(item, f"{where}[{i}]") for i, item in enumerate(value)]
+            return _ext(_EXT_TUPLE, _pack(items))
+        if isinstance(value, bytearray) and kind is bytearray:
+            return _ext(_EXT_BYTEARRAY, bytes(value))
+        numpy = self.numpy
+        if numpy is not None and isinstance(value, numpy.ndarray):
+            return self.array(value, where)
+        if numpy is not None and isinstance(value, numpy.generic):
+            dtype = self.dtype(value.dtype, where)
+            return _ext(_EXT_SCALAR, _pack([dtype, value.tobytes()]))
+        raise TypeError(
+            f"cannot checkpoint {where}: {kind.__qualname__} is not supported by the default "
+            "codec (use None, bool, int, float, str, bytes, dict, list, tuple or NumPy arrays, "
+            "or pass another codec)"
+        )
+
+    def key(self, key: object, where: str) -> object:
+        if type(key) is str or (isinstance(key, int) and type(key) is int and _INT_MIN <= key <= _INT_MAX):
+            return key
+        raise TypeError(f"cannot checkpoint {where}: key {key!r} is not a str or an int of at most 64 bits")
+
+    def dtype(self, dtype: Any, where: str) -> str:
+        if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+            raise TypeError(
+                f"cannot checkpoint {where}: dtype {dtype} holds Python objects or fields, "
+                "which the default codec does not store"
+            )
+        return str(dtype.str)
+
+    def array(self, value: Any, where: str) -> object:
+        dtype = self.dtype(value.dtype, where)
+        copy = self.numpy.array(value, order="C", copy=True)  # a snapshot the caller may not alter
+        buffer = memoryview(copy.reshape(-1).view("u1")) if copy.size else memoryview(b"")
+        self.offset += -self.offset % _ALIGN
+        descriptor = [dtype, list(copy.shape), self.offset, buffer.nbytes]
+        self.offset += buffer.nbytes
+        self.buffers.append(buffer)
+        return _ext(_EXT_ARRAY, _pack(descriptor))
+
+
+class _Decoder:
+    """Turns the extensions back into tuples, big ints, bytearrays and NumPy values."""
+
+    def __init__(self, payload: memoryview, structure_end: int) -> None:
+        self.payload = payload
+        self.base = structure_end + (-structure_end % _ALIGN)
+
+    def ext(self, code: int, data: memoryview) -> object:
+        from msgspec import msgpack
+
+        if code == _EXT_TUPLE:
+            return tuple(msgpack.decode(data, ext_hook=self.ext))
+        if code == _EXT_BIGINT:
+            return int(bytes(data).decode())
+        if code == _EXT_BYTEARRAY:
+            return bytearray(data)
+        if code == _EXT_ARRAY:
+            return self.array(msgpack.decode(data))
+        if code == _EXT_SCALAR:
+            dtype, raw = msgpack.decode(data)
+            return _numpy().frombuffer(raw, dtype=dtype)[0]
+        raise ValueError(f"unknown extension type {code}")
+
+    def array(self, descriptor: list[Any]) -> object:
+        numpy = _numpy()
+        dtype, shape, offset, nbytes = descriptor
+        start = self.base + offset
+        if start + nbytes > self.payload.nbytes:
+            raise ValueError(f"an array's buffer ({nbytes} bytes at {offset}) runs past the payload")
+        dtype = numpy.dtype(dtype)
+        count = nbytes // dtype.itemsize if dtype.itemsize else 0
+        if dtype.itemsize * count != nbytes or numpy.prod(shape, dtype=numpy.int64) != count:
+            raise ValueError(f"an array's shape {shape} does not match its {nbytes} bytes of {dtype}")
+        flat = numpy.frombuffer(self.payload, dtype=dtype, count=count, offset=start)
+        return flat.reshape(shape)
+
+
+def _numpy() -> Any:
+    try:
+        import numpy
+    except ImportError:
+        raise ValueError("the checkpoint holds NumPy arrays, but NumPy is not installed") from None
+    return numpy
+
+
+def _ext(code: int, data: bytes) -> object:
+    from msgspec import msgpack
+
+    return msgpack.Ext(code, data)
+
+
+def _pack(value: object) -> bytes:
+    from msgspec import msgpack
+
+    return msgpack.encode(value)
+
+
+class PickleCodec:
+    """Stores the state with :mod:`pickle` (any picklable object).
+
+    Loading a pickle runs whatever code the file names: restore only
+    checkpoints you wrote yourself into a directory nobody else can write.
+    Choosing this codec emits an :class:`UnsafeCodecWarning` saying so.
+    """
+
+    name = "pickle"
+
+    def __init__(self, *, protocol: int | None = None) -> None:
+        warnings.warn(
+            "PickleCodec: restoring a pickle checkpoint runs code from the file; "
+            "load only checkpoints you trust (the default MsgpackCodec never runs code)",
+            UnsafeCodecWarning,
+            stacklevel=2,
+        )
+        #: The pickle protocol (``None``: the highest).
+        self.protocol = protocol if protocol is not None else -1
+
+    def __repr__(self) -> str:
+        return f"PickleCodec(protocol={self.protocol})"
+
+    def encode(self, state: Mapping[str, Any]) -> list[Chunk]:
+        import pickle
+
+        return [pickle.dumps(dict(state), protocol=self.protocol)]
+
+    def decode(self, payload: memoryview) -> dict[str, Any]:
+        import pickle
+
+        state = pickle.loads(payload)
+        if not isinstance(state, dict):
+            raise ValueError(f"the pickle holds a {type(state).__name__}, not a mapping")
+        return state

@@ -1,0 +1,213 @@
+"""Session creators that know about checkpoints: ``ChiefSessionCreator`` restores
+the latest valid checkpoint into every session it creates; ``WorkerSessionCreator``
+waits until the chief is ready before creating one.
+
+A monitored session asks its creator for a session at start and on every
+recovery, so a restoring creator is how recovery resumes from the last
+checkpoint: the step counter, the session's state and every checkpointable
+hook are loaded before any hook's ``after_create_session`` runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import anyio
+
+from ._checkpoint import Checkpointer, RestoredCheckpoint, latest_checkpoint, read_checkpoint
+from ._checkpointable import apply_state, checkpointables
+from ._codec import Codec, MsgpackCodec
+from ._log import logger
+from ._step import StepCounter
+from ._validate import check_step_counter
+
+__all__ = ["ChiefSessionCreator", "WorkerSessionCreator"]
+
+
+async def _make(factory: Callable[[], Any]) -> Any:
+    session = factory()
+    if inspect.isawaitable(session):
+        session = await session
+    return session
+
+
+def _check_factory(owner: str, factory: object) -> None:
+    if not callable(factory):
+        raise TypeError(f"{owner} needs a callable factory returning a session, got {factory!r}")
+
+
+async def _aclose_quietly(session: object) -> None:
+    close = getattr(session, "aclose", None)
+    if close is None:
+        return
+    with anyio.CancelScope(shield=True):
+        try:
+            await close()
+        except Exception as exc:
+            logger().warning("error while closing a session: %r", exc, exc_info=exc)
+
+
+class ChiefSessionCreator:
+    """Creates sessions with ``factory`` (sync or async, no arguments) and restores each
+    from a checkpoint.
+
+    The first session is restored from ``checkpoint_path`` if given, else from
+    the latest valid checkpoint in ``checkpoint_dir``; later ones (recovery)
+    from the latest valid checkpoint in ``checkpoint_dir`` (or ``checkpoint_path``
+    again when there is no directory). No checkpoint yet: the session starts
+    fresh. Restoring sets ``step_counter`` (the monitored session's: pass the
+    same object to both), loads the session's state if it is checkpointable,
+    and the state of every checkpointable object in ``checkpointables``
+    (usually the hook list). ``checkpointer`` (or ``codec``) reads another format.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        checkpoint_path: str | os.PathLike[str] | None = None,
+        *,
+        step_counter: StepCounter | None = None,
+        checkpointables: Iterable[object] = (),
+        checkpointer: Checkpointer | None = None,
+        codec: Codec | None = None,
+    ) -> None:
+        _check_factory("ChiefSessionCreator", factory)
+        self.factory = factory
+        if (
+            checkpointer is not None
+            and checkpoint_dir is not None
+            and os.path.abspath(os.fspath(checkpoint_dir)) != checkpointer.directory
+        ):
+            raise ValueError(
+                f"ChiefSessionCreator: checkpoint_dir {os.fspath(checkpoint_dir)!r} is not the "
+                f"checkpointer's directory {checkpointer.directory!r}"
+            )
+        if checkpointer is None and checkpoint_dir is not None:
+            checkpointer = Checkpointer(checkpoint_dir, codec=codec)
+        self.codec: Codec = codec if codec is not None else checkpointer.codec if checkpointer else MsgpackCodec()
+        self.checkpointer = checkpointer
+        self.checkpoint_path = None if checkpoint_path is None else os.fspath(checkpoint_path)
+        restores = checkpointer is not None or self.checkpoint_path is not None
+        if restores and step_counter is None:
+            raise ValueError(
+                "ChiefSessionCreator restores the global step into the monitored session's step "
+                "counter: pass step_counter=... (the object given to MonitoredSession(step_counter=...)), "
+                "or use MonitoredTrainingSession, which wires it"
+            )
+        self.step_counter = None if step_counter is None else check_step_counter(step_counter)
+        self._objects = tuple(checkpointables)
+        self._created = 0
+        #: The checkpoint the last created session was restored from (``None``: fresh).
+        self.restored: RestoredCheckpoint | None = None
+
+    def __repr__(self) -> str:
+        where = self.checkpointer.directory if self.checkpointer is not None else self.checkpoint_path
+        return f"ChiefSessionCreator({self.factory!r}, checkpoint={where!r})"
+
+    async def _read(self) -> RestoredCheckpoint | None:
+        reader = self.checkpointer
+        first = self._created == 0
+        if self.checkpoint_path is not None and (first or reader is None):
+            codec = reader.codec if reader is not None else self.codec
+            return await anyio.to_thread.run_sync(read_checkpoint, self.checkpoint_path, codec)
+        return None if reader is None else await reader.restore()
+
+    async def create_session(self) -> Any:
+        """A new session, restored from the latest valid checkpoint if there is one."""
+        restored = await self._read()
+        session = await _make(self.factory)
+        try:
+            if restored is not None:
+                objects = checkpointables(self._objects)
+                await apply_state(
+                    restored.state, session, objects, self.step_counter, restored.info.path, restored.step
+                )
+                logger().info("restored %s at global step %d", restored.info.path, restored.step)
+        except BaseException:
+            await _aclose_quietly(session)
+            raise
+        self._created += 1
+        self.restored = restored
+        return session
+
+
+class WorkerSessionCreator:
+    """Creates sessions with ``factory`` once the chief is ready.
+
+    Readiness is ``ready`` — an awaitable (awaited once), or a callable returning
+    an awaitable (awaited at every creation) or a truth value (asked again with
+    a growing pause until true) — or, by default, the first valid checkpoint in
+    ``checkpoint_dir``. Neither given: no wait. Waiting longer than
+    ``max_wait_secs`` raises ``TimeoutError``.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        ready: Awaitable[object] | Callable[[], object] | None = None,
+        max_wait_secs: float = 1800,
+        *,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        _check_factory("WorkerSessionCreator", factory)
+        if isinstance(max_wait_secs, bool) or not isinstance(max_wait_secs, (int, float)) or not max_wait_secs > 0:
+            raise ValueError(f"WorkerSessionCreator: max_wait_secs must be > 0 seconds, got {max_wait_secs!r}")
+        if ready is not None and not (callable(ready) or inspect.isawaitable(ready)):
+            raise TypeError(f"WorkerSessionCreator: ready must be an awaitable or a callable, got {ready!r}")
+        self.factory = factory
+        self.max_wait_secs = float(max_wait_secs)
+        self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
+        self._ready = ready
+        self._became_ready = ready is None and checkpoint_dir is None
+        self._delay = 0.05
+
+    def __repr__(self) -> str:
+        return f"WorkerSessionCreator({self.factory!r}, max_wait_secs={self.max_wait_secs})"
+
+    async def create_session(self) -> Any:
+        """A new session, once the chief is ready."""
+        if not self._became_ready:
+            with anyio.move_on_after(self.max_wait_secs) as scope:
+                await self._wait_ready()
+            if scope.cancelled_caught:
+                raise TimeoutError(
+                    f"WorkerSessionCreator: the chief was not ready after max_wait_secs="
+                    f"{self.max_wait_secs:g}s ({self._what()})"
+                )
+        return await _make(self.factory)
+
+    def _what(self) -> str:
+        if self._ready is not None:
+            return f"waiting for {self._ready!r}"
+        return f"no valid checkpoint in {self.checkpoint_dir!r}"
+
+    async def _wait_ready(self) -> None:
+        ready = self._ready
+        if ready is None:
+            directory = self.checkpoint_dir
+            assert directory is not None
+            while await anyio.to_thread.run_sync(latest_checkpoint, directory) is None:
+                await self._pause()
+            self._became_ready = True
+        elif inspect.isawaitable(ready):
+            await ready
+            self._became_ready = True
+        else:
+            while True:
+                answer = ready()
+                if inspect.isawaitable(answer):
+                    answer = await answer
+                    if answer is None:  # an awaitable like ``event.wait()`` signals by returning
+                        return
+                if answer:
+                    return
+                await self._pause()
+
+    async def _pause(self) -> None:
+        """Sleep between two readiness checks: 0.05 s at first, doubling up to 2 s."""
+        await anyio.sleep(self._delay)
+        self._delay = min(2.0, self._delay * 2)

@@ -1,0 +1,242 @@
+"""``CheckpointSaverHook``: save the session's checkpoint every N steps or seconds, and
+``CheckpointSaverListener``: code run around each save.
+
+TensorFlow's timing: a save when the session is created (and re-created), one
+whenever the timer fires after a run, and one at ``end`` unless that step was
+just saved. Unlike TensorFlow, the save at creation is skipped when the newest
+valid checkpoint already is of the current step: the one the session was just
+restored from is not rewritten (nor its metric forgotten). Each save snapshots the state while the hook's ``after_run`` (or
+``after_create_session``) awaits — ``state_dict`` calls and encoding, the
+latter in a worker thread — then writes it in the background, as a task of the
+session's coordinator, so the next steps run while the file is written. A save
+due while the previous one is still writing waits for it first. The save at
+``end`` is written before ``end`` returns. A failed background write is
+recorded in the coordinator, so it stops the session and is raised when the
+session closes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable, Iterable
+from typing import Any, Literal
+
+import anyio
+
+from .._checkpoint import Checkpointer, EncodedState
+from .._checkpointable import checkpointables, collect_state
+from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._timer import Clock, SecondOrStepTimer
+from ._common import call_maybe_async, logger, step_counter_of
+
+__all__ = ["CheckpointSaverHook", "CheckpointSaverListener"]
+
+
+class CheckpointSaverListener:
+    """Called around the saves of a :class:`CheckpointSaverHook` (each method may be async).
+
+    ``after_save`` returning a true value asks the session to stop (ignored for
+    the save made when a session is created).
+    """
+
+    def begin(self) -> Any:
+        """Called once, from the hook's ``begin``."""
+
+    def before_save(self, session: Any, global_step_value: int) -> Any:
+        """Called before the state of ``global_step_value`` is taken."""
+
+    def after_save(self, session: Any, global_step_value: int) -> Any:
+        """Called once that checkpoint is durable; a true value requests stop."""
+
+    def end(self, session: Any, global_step_value: int) -> Any:
+        """Called once, at the hook's ``end``, after its last save."""
+
+
+class CheckpointSaverHook(SessionRunHook):
+    """Saves checkpoints of the global step, the session's state (if it has ``state_dict``)
+    and every checkpointable object in ``checkpointables`` (usually the hooks).
+
+    Exactly one of ``save_secs`` / ``save_steps`` (TensorFlow's messages). Files
+    go to ``checkpoint_dir`` as ``<checkpoint_basename>-<step>`` through a
+    :class:`hookrun.Checkpointer` keeping ``max_to_keep`` recent ones, or
+    through the ``checkpointer`` given. With ``monitor`` (a fetch key), the
+    latest fetched value is each checkpoint's metric, and ``keep_best`` keeps
+    that many best ones (lowest for ``mode="min"``, highest for ``"max"``) next
+    to the recent ones. ``wait_saved()`` waits for a background write.
+    """
+
+    def __init__(
+        self,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        save_secs: float | None = None,
+        save_steps: int | None = None,
+        checkpointer: Checkpointer | None = None,
+        checkpoint_basename: str = "ckpt",
+        listeners: Iterable[object] = (),
+        monitor: Hashable | None = None,
+        mode: Literal["min", "max"] = "min",
+        keep_best: int | None = None,
+        *,
+        checkpointables: Iterable[object] = (),
+        max_to_keep: int | None = 5,
+        clock: Clock | None = None,
+    ) -> None:
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps, clock=clock)
+        if keep_best is not None and monitor is None:
+            raise ValueError("CheckpointSaverHook: keep_best ranks checkpoints by a metric; give monitor=")
+        self.checkpointer = _checkpointer(
+            checkpoint_dir, checkpointer, checkpoint_basename, max_to_keep, mode, keep_best
+        )
+        self.monitor = monitor
+        self._listeners = tuple(listeners)
+        for listener in self._listeners:
+            if not any(callable(getattr(listener, name, None)) for name in _LISTENER_METHODS):
+                raise TypeError(
+                    f"CheckpointSaverHook: listener {listener!r} has none of {', '.join(_LISTENER_METHODS)}"
+                )
+        self._sources = tuple(checkpointables)
+        self._objects: dict[str, object] = {}
+        self._request = None if monitor is None else SessionRunArgs(monitor)
+        self._metric: float | None = None
+        self._coord: Any = None
+        self._writing: anyio.Event | None = None
+        self.last_saved_step: int | None = None
+
+    def __repr__(self) -> str:
+        return f"CheckpointSaverHook({self.checkpointer.directory!r}, {self._timer!r})"
+
+    async def begin(self) -> None:
+        """Restart the timer, find the checkpointable objects, call every listener's ``begin``."""
+        self._timer.reset()
+        self._objects = {key: obj for key, obj in checkpointables(self._sources).items() if obj is not self}
+        for listener in self._listeners:
+            await _notify(listener, "begin")
+
+    async def after_create_session(self, session: object, coord: object) -> None:
+        """Save at the current step, unless the newest valid checkpoint is of that step (the
+        one just restored); a listener's stop request is ignored here."""
+        self._coord, self._writing = coord, None  # the previous coordinator's tasks are over
+        counter = step_counter_of(coord)
+        step = 0 if counter is None else await counter.get()
+        latest = await self.checkpointer.latest()
+        if latest is not None and latest.step == step:
+            self.last_saved_step = step
+        else:
+            await self._save(session, step, background=True, may_stop=False)
+        self._timer.update_last_triggered_step(step)
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        """Fetch the monitored metric, if any."""
+        return self._request
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        """Save when the timer fires for the step this run reached."""
+        if self.monitor is not None and run_values.results is not None:
+            self._metric = _as_metric(self.monitor, run_values.results)
+        step = run_values.global_step
+        if not self._timer.should_trigger_for_step(step):
+            return
+        self._timer.update_last_triggered_step(step)
+        await self._save(run_context.session, step, background=True, may_stop=True)
+
+    async def end(self, session: object) -> None:
+        """Save the last step unless just saved, then call every listener's ``end``."""
+        await self.wait_saved()
+        counter = step_counter_of(self._coord)
+        if counter is not None:
+            step = await counter.get()
+        else:
+            step = self.last_saved_step if self.last_saved_step is not None else 0
+        if step != self.last_saved_step:
+            await self._save(session, step, background=False, may_stop=False)
+        for listener in self._listeners:
+            await _notify(listener, "end", session, step)
+
+    async def wait_saved(self) -> None:
+        """Wait until the checkpoint being written in the background (if any) is durable."""
+        writing = self._writing
+        if writing is not None and not getattr(self._coord, "joined", False):
+            await writing.wait()
+
+    async def _save(self, session: object, step: int, *, background: bool, may_stop: bool) -> None:
+        await self.wait_saved()
+        for listener in self._listeners:
+            await _notify(listener, "before_save", session, step)
+        state = await collect_state(step, session, self._objects)
+        encoded = await self.checkpointer.encode(state)
+        self.last_saved_step = step
+        if not background or self._coord is None:
+            await self._write(session, step, encoded, self._metric, may_stop, None, None)
+            return
+        self._writing = done = anyio.Event()
+        try:
+            self._coord.start_soon(
+                self._write, session, step, encoded, self._metric, may_stop, done, self._coord,
+                name=f"CheckpointSaverHook save of step {step}",
+            )
+        except BaseException:
+            done.set()
+            raise
+
+    async def _write(
+        self, session: object, step: int, encoded: EncodedState, metric: float | None,
+        may_stop: bool, done: anyio.Event | None, coord: Any,
+    ) -> None:
+        try:
+            info = await self.checkpointer.write(step, encoded, metric=metric)
+            logger.debug("saved checkpoint %s", info.path)
+            stop = False
+            for listener in self._listeners:
+                if await _notify(listener, "after_save", session, step):
+                    stop = True
+            if stop and may_stop and coord is not None:
+                logger.info("a checkpoint listener requested stop after saving step %d", step)
+                coord.request_stop()
+        finally:
+            if done is not None:
+                done.set()
+
+
+_LISTENER_METHODS = ("begin", "before_save", "after_save", "end")
+
+
+async def _notify(listener: object, method: str, *args: object) -> Any:
+    fn = getattr(listener, method, None)
+    return None if fn is None else await call_maybe_async(fn, *args)
+
+
+def _as_metric(key: Hashable, value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise TypeError(f"CheckpointSaverHook: the monitored value {key!r} is not a number: {value!r}") from None
+
+
+def _checkpointer(
+    checkpoint_dir: str | os.PathLike[str] | None,
+    checkpointer: Checkpointer | None,
+    basename: str,
+    max_to_keep: int | None,
+    mode: Literal["min", "max"],
+    keep_best: int | None,
+) -> Checkpointer:
+    if checkpointer is None:
+        if checkpoint_dir is None:
+            raise ValueError("CheckpointSaverHook needs checkpoint_dir or checkpointer")
+        return Checkpointer(
+            checkpoint_dir, max_to_keep=max_to_keep, keep_best=keep_best, mode=mode, basename=basename
+        )
+    if not isinstance(checkpointer, Checkpointer):
+        raise TypeError(f"CheckpointSaverHook: checkpointer must be a hookrun.Checkpointer, got {checkpointer!r}")
+    if checkpoint_dir is not None and os.path.abspath(os.fspath(checkpoint_dir)) != checkpointer.directory:
+        raise ValueError(
+            f"CheckpointSaverHook: checkpoint_dir {os.fspath(checkpoint_dir)!r} is not the "
+            f"checkpointer's directory {checkpointer.directory!r}"
+        )
+    retention = checkpointer.retention
+    if keep_best is not None and (retention.keep_best != keep_best or retention.mode != mode):
+        raise ValueError(
+            "CheckpointSaverHook: with your own checkpointer, set keep_best and mode on the "
+            f"Checkpointer (it has keep_best={retention.keep_best}, mode={retention.mode!r})"
+        )
+    return checkpointer
