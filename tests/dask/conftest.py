@@ -1,4 +1,7 @@
-"""One Dask LocalCluster (two worker processes, 127.0.0.1 only) for the whole test session.
+"""One Dask LocalCluster (two worker processes, 127.0.0.1 only) for all the Dask tests.
+
+The cluster is package-scoped: started once and closed when the last Dask test has
+run, so it never runs alongside the rest of the suite.
 
 Every test here is marked ``engine``. Tests that kill a worker wait for the nanny to
 bring it back (``restore_workers``). At the end the cluster is closed and the fixture
@@ -40,7 +43,7 @@ def _worker_processes() -> list[psutil.Process]:
     return found
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def dask_cluster() -> Iterator[distributed.LocalCluster]:
     cluster = distributed.LocalCluster(
         n_workers=N_WORKERS,
@@ -57,7 +60,7 @@ def dask_cluster() -> Iterator[distributed.LocalCluster]:
     assert not alive, f"Dask worker processes left after closing the cluster: {alive}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def dask_client(dask_cluster: distributed.LocalCluster) -> Iterator[distributed.Client]:
     """The user's own synchronous client (not the default client: hookrun must not need that)."""
     client = distributed.Client(dask_cluster.scheduler_address, set_as_default=False)

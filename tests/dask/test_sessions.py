@@ -280,3 +280,21 @@ async def test_no_client_at_all_is_a_clear_error() -> None:
     """Without client=, address= or a default client, the first run says what to pass."""
     with pytest.raises(ValueError, match="no Dask client: pass client="):
         await DaskStepSession(_remote.square).run(["y"], {"x": 1})
+
+
+async def test_creator_with_address_rebuilds_and_closes_its_client(dask_cluster: distributed.LocalCluster) -> None:
+    """A creator given address= reconnects after its client closed and closes it with itself."""
+    creator = DaskActorSessionCreator(_remote.Model, address=dask_cluster.scheduler_address)
+    with anyio.fail_after(60):
+        first = await creator.create_session()
+        assert await first.run(["y"], {"x": 2}) == [2]
+        await anyio.to_thread.run_sync(first._client.close)
+        with pytest.raises(hookrun.UnavailableError, match="ClosedClientError"):
+            await first.run(["y"], {"x": 2})
+        await first.aclose()
+        second = await creator.create_session()
+        assert second._client is not first._client
+        assert await second.run(["y"], {"x": 3}) == [3]
+        await second.aclose()
+        await creator.aclose()
+    assert second._client.status == "closed"

@@ -48,8 +48,8 @@ def failing(feed: Mapping[str, Any]) -> dict[str, Any]:
 def blocking(feed: Mapping[str, Any]) -> dict[str, Any]:
     """Tells the latch it started, then blocks until cancelled (and says so)."""
     latch = feed["latch"]
-    ray.get(latch.set.remote("started", os.getpid()))
     try:
+        ray.get(latch.set.remote("started", os.getpid()))  # the cancel may land in here already
         for _ in range(1200):  # Python code between sleeps: where ray.cancel can interrupt
             time.sleep(0.1)
     except KeyboardInterrupt:  # what ray.cancel raises in a running task

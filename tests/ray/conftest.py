@@ -1,7 +1,8 @@
-"""One local Ray cluster for the whole test session, bound to 127.0.0.1, no dashboard.
+"""One local Ray cluster for all the Ray tests (loopback, no dashboard).
 
-Every test here is marked ``engine``. The cluster is shut down at the end of the
-session, and the fixture checks that no process of it is left behind.
+Every test here is marked ``engine``. The cluster is package-scoped: started once,
+shut down when the last Ray test has run (so it never runs alongside the rest of
+the suite), and the fixture checks that no process of it is left behind.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def wait_until_gone(path: str, within: float = 30.0) -> list[int]:
     return left
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ray_cluster() -> Iterator[RayCluster]:
     temp_dir = tempfile.mkdtemp(prefix="hkr-ray-", dir="/tmp")  # short: Ray puts sockets there
     ray.init(

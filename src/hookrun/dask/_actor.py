@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from distributed import Client, Future
+from distributed.client import ClosedClientError
 
 from .._errors import SessionClosedError
 from .._hooks import RunMetadata, RunOptions
@@ -41,9 +42,12 @@ class DaskActorSession:
     ``actor`` is Dask's actor proxy, for calls outside a step.
     """
 
-    def __init__(self, client: Client, future: Future[Any], actor: Any, method: str, label: str) -> None:
+    def __init__(
+        self, client: Client, future: Future[Any], actor: Any, method: str, label: str, *, own_client: bool
+    ) -> None:
         self.actor = actor
         self._client = client
+        self._own_client = own_client
         self._future = future
         self._method = method
         self._label = label
@@ -62,6 +66,11 @@ class DaskActorSession:
     ) -> Sequence[Any]:
         if self._closed:
             raise SessionClosedError(f"{self!r}: run() after the session was closed")
+        if self._client.status in ("closing", "closed"):
+            closed = ClosedClientError(f"the Dask client of {self!r} is closed")
+            if self._own_client:
+                raise unavailable(repr(self), closed) from closed
+            raise closed
         self._check_alive(None)
         args = (list(fetches), dict(feed_dict))
         kwargs = {"tags": dict(options.tags)} if options.tags else {}
@@ -139,7 +148,7 @@ class DaskActorSessionCreator:
         with client.as_current():  # the actor proxy binds to the current client
             actor = await await_dask(future, what, own_client=own)
         self.created += 1
-        return DaskActorSession(client, future, actor, self._method, self._label)
+        return DaskActorSession(client, future, actor, self._method, self._label, own_client=own)
 
     async def aclose(self) -> None:
         """Close the client this creator connected (never one that was passed in)."""
