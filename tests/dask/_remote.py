@@ -58,3 +58,11 @@ class Broken:
 
     def run(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
         return []
+
+
+def sleepy(feed: Mapping[str, Any]) -> dict[str, Any]:
+    """A step that takes a while (for the scheduler-loss test)."""
+    import time
+
+    time.sleep(feed.get("seconds", 30))
+    return {"slept": True}
