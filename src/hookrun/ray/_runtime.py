@@ -49,13 +49,13 @@ class RayLease:
         global _holders, _owned
         if self._held:
             return
+        started = False
+        if not ray.is_initialized():
+            started = await anyio.to_thread.run_sync(_start_local)
         with _lock:
             _holders += 1
             self._held = True
-        if not ray.is_initialized():
-            started = await anyio.to_thread.run_sync(_start_local)
-            with _lock:
-                _owned = _owned or started
+            _owned = _owned or started
 
     async def release(self) -> None:
         global _holders, _owned
