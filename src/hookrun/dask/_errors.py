@@ -1,0 +1,105 @@
+"""Which Dask errors mean "the worker, actor or scheduler connection is gone", and awaiting
+Dask's futures from anyio code.
+
+``await_dask`` awaits a ``distributed.Future`` through the engine-free bridge
+(cancelling the caller cancels the future); ``await_actor_call`` awaits an actor
+method's ``ActorFuture`` (which has no done-callback) on the client's own IO loop.
+A recoverable error is re-raised as ``hookrun.UnavailableError`` with Dask's error
+chained; user errors, ``KilledWorker`` (a task that killed every worker it ran on)
+and cancellations propagate unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from distributed import Client, Future
+from distributed.client import ClosedClientError, FutureCancelledError
+from distributed.comm.core import CommClosedError
+
+from .._errors import UnavailableError
+from ..remote import await_future
+
+__all__ = [
+    "RECOVERABLE_ERRORS",
+    "DaskActorLostError",
+    "await_actor_call",
+    "await_dask",
+    "is_recoverable",
+    "unavailable",
+]
+
+#: The message Dask gives an actor call whose worker cannot be reached.
+_UNREACHABLE = ("Unable to contact Actor's worker",)
+
+
+class DaskActorLostError(ConnectionError):
+    """The worker holding a session's (or a counter's) actor was lost, and the actor with it."""
+
+
+#: Dask errors a re-created session can recover from. ``FutureCancelledError`` counts
+#: only when the scheduler connection was lost, ``ClosedClientError`` only for a client
+#: hookrun made (it is rebuilt); ``is_recoverable`` applies both rules.
+RECOVERABLE_ERRORS: tuple[type[Exception], ...] = (
+    DaskActorLostError,
+    CommClosedError,
+    ClosedClientError,
+    FutureCancelledError,
+)
+
+
+def is_recoverable(exc: BaseException, *, own_client: bool = True) -> bool:
+    """Whether ``exc`` is a lost actor, comm or scheduler connection (not a user error)."""
+    if isinstance(exc, FutureCancelledError):
+        return getattr(exc, "reason", None) == "scheduler-connection-lost"
+    if isinstance(exc, ClosedClientError):
+        return own_client
+    return isinstance(exc, (DaskActorLostError, CommClosedError))
+
+
+def unavailable(what: str, exc: BaseException) -> UnavailableError:
+    """The ``UnavailableError`` that reports ``exc`` (chain it with ``raise ... from exc``)."""
+    text = str(exc).strip().splitlines()
+    return UnavailableError(f"{what}: {type(exc).__name__}: {text[0] if text else '(no message)'}")
+
+
+async def await_dask(future: Future[Any], what: str, *, own_client: bool) -> Any:
+    """The result of ``future``; recoverable errors become ``UnavailableError`` naming ``what``."""
+    try:
+        return await await_future(future, cancel=future.cancel)
+    except Exception as exc:
+        if is_recoverable(exc, own_client=own_client):
+            raise unavailable(what, exc) from exc
+        raise
+
+
+async def await_actor_call(
+    client: Client, call: Callable[[], Any], *, on_cancel: Callable[[], object] | None = None
+) -> Any:
+    """Make an actor call (``call()`` returns its ``ActorFuture``) and await its value.
+
+    The ``ActorFuture`` is awaited by a coroutine on the client's IO loop, which the
+    bridge awaits; cancelling the caller cancels that coroutine (Dask cannot stop
+    the running method itself) and calls ``on_cancel``.
+    """
+    actor_future = call()
+
+    async def result() -> Any:
+        return await actor_future
+
+    loop: Any = client.loop  # a tornado IOLoop over an asyncio loop
+    waiting = asyncio.run_coroutine_threadsafe(result(), loop.asyncio_loop)
+
+    def cancel() -> None:
+        waiting.cancel()
+        if on_cancel is not None:
+            on_cancel()
+
+    return await await_future(waiting, cancel=cancel)
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether an actor call failed because its worker is gone (Dask's own OSError)."""
+    return isinstance(exc, CommClosedError) or (type(exc) is OSError and exc.args == _UNREACHABLE)

@@ -1,0 +1,186 @@
+"""``RayActorSessionCreator``: one Ray actor per session, created with restarts disabled.
+
+The session's ``run`` is one call ``actor.<method>.remote(fetches, feed_dict)`` (with
+``tags=`` when the run's options carry tags) returning one value per fetch. Invariants:
+an actor is never restarted by Ray (a dead actor surfaces as ``UnavailableError``, so
+the monitored session re-creates the session and every hook sees
+``after_create_session``, instead of running on a silently reset actor); closing a
+session kills its actor; a creation that fails kills the actor it started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, cast
+
+import ray
+from ray.actor import ActorClass, ActorHandle
+
+from .._errors import SessionClosedError
+from .._hooks import RunMetadata, RunOptions
+from .._log import logger
+from ._errors import await_ref
+from ._runtime import RayLease
+
+__all__ = ["RayActorSession", "RayActorSessionCreator"]
+
+_NO_OPTIONS = RunOptions()
+#: Options that would let Ray restart a session actor or retry its calls behind hookrun's back.
+_NO_RESTARTS = {"max_restarts": 0, "max_task_retries": 0}
+
+
+class RayActorSession:
+    """A session backed by one Ray actor (made by ``RayActorSessionCreator``).
+
+    ``actor`` is the actor's handle, for calls outside a step.
+    """
+
+    def __init__(self, actor: ActorHandle[Any], method: str, label: str) -> None:
+        self.actor = actor
+        self._method = method
+        self._label = label
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = ", closed" if self._closed else ""
+        return f"RayActorSession({self._label}.{self._method}{state})"
+
+    async def run(
+        self,
+        fetches: Sequence[Hashable],
+        feed_dict: Mapping[Any, Any],
+        options: RunOptions = _NO_OPTIONS,
+        run_metadata: RunMetadata | None = None,
+    ) -> Sequence[Any]:
+        if self._closed:
+            raise SessionClosedError(f"{self!r}: run() after the session was closed")
+        call = getattr(self.actor, self._method)
+        if options.tags:
+            ref = call.remote(list(fetches), dict(feed_dict), tags=dict(options.tags))
+        else:
+            ref = call.remote(list(fetches), dict(feed_dict))
+        values: Sequence[Any] = await await_ref(ref, repr(self))
+        return values
+
+    async def aclose(self) -> None:
+        """Kill the actor (closing twice does nothing)."""
+        if not self._closed:
+            self._closed = True
+            _kill(self.actor)
+
+
+class RayActorSessionCreator:
+    """Creates a ``RayActorSession`` per session: a new actor of ``actor_cls`` each time.
+
+    ``actor_cls`` is a class decorated with ``@ray.remote`` or a plain class (then
+    decorated here); it is built with ``*args`` and ``**kwargs``. ``actor_options`` go
+    to ``.options()`` (resources, scheduling, runtime env, ...); restarts and task
+    retries are disabled and cannot be turned on. ``create_session`` waits until the
+    actor is up, so an error in its constructor is raised there.
+
+    Ray already initialised in this process is used as it is. Otherwise a local Ray
+    is started on 127.0.0.1 without a dashboard, and ``aclose()`` (or leaving
+    ``async with``) shuts it down; a Ray the program started is never shut down.
+    """
+
+    def __init__(
+        self,
+        actor_cls: type | ActorClass[Any],
+        *args: Any,
+        method: str = "run",
+        actor_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._cls = _actor_class(actor_cls, method)
+        self._label = _class_name(actor_cls)
+        self._method = method
+        self._options = _session_actor_options(actor_options)
+        self._args = args
+        self._kwargs = kwargs
+        self._lease = RayLease()
+        #: How many sessions (actors) this creator made.
+        self.created = 0
+
+    def __repr__(self) -> str:
+        return f"RayActorSessionCreator({self._label}, method={self._method!r})"
+
+    async def create_session(self) -> RayActorSession:
+        await self._lease.acquire()
+        actor = cast(
+            "ActorHandle[Any]", self._cls.options(**self._options).remote(*self._args, **self._kwargs)
+        )
+        try:
+            await await_ref(actor.__ray_ready__.remote(), f"creating {self._label}")
+        except BaseException:
+            _kill(actor)
+            raise
+        self.created += 1
+        return RayActorSession(actor, self._method, self._label)
+
+    async def aclose(self) -> None:
+        """Shut down the local Ray this creator started, if it started one."""
+        await self._lease.release()
+
+    async def __aenter__(self) -> RayActorSessionCreator:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _actor_class(actor_cls: object, method: str) -> ActorClass[Any]:
+    if not isinstance(method, str) or not method.isidentifier():
+        raise ValueError(f"RayActorSessionCreator: method must be a method name, got {method!r}")
+    if isinstance(actor_cls, ActorClass):
+        plain = getattr(getattr(actor_cls, "__ray_metadata__", None), "modified_class", actor_cls)
+        remote_cls = actor_cls
+    elif isinstance(actor_cls, type):
+        plain, remote_cls = actor_cls, ray.remote(actor_cls)
+    else:
+        raise TypeError(
+            "RayActorSessionCreator needs a class (plain or decorated with @ray.remote), "
+            f"got {type(actor_cls).__name__}"
+        )
+    if not callable(getattr(plain, method, None)):
+        raise AttributeError(
+            f"RayActorSessionCreator: {_class_name(actor_cls)} has no method {method!r} "
+            "to run the session's steps (pass method=...)"
+        )
+    return remote_cls
+
+
+def _session_actor_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    if options is None:
+        return dict(_NO_RESTARTS)
+    if not isinstance(options, Mapping):
+        raise TypeError(f"actor_options must be a mapping, got {type(options).__name__}")
+    for key, allowed in _NO_RESTARTS.items():
+        if options.get(key, allowed) != allowed:
+            raise ValueError(
+                f"actor_options[{key!r}]={options[key]!r}: a session actor must not be "
+                "restarted or retried by Ray (it would run on silently reset state); "
+                "hookrun re-creates the session instead"
+            )
+    return {**options, **_NO_RESTARTS}
+
+
+def _class_name(actor_cls: object) -> str:
+    metadata = getattr(actor_cls, "__ray_metadata__", None)
+    name = getattr(metadata, "class_name", None) or getattr(actor_cls, "__qualname__", None)
+    return str(name or type(actor_cls).__name__).rsplit(".", 1)[-1]
+
+
+def _kill(actor: ActorHandle[Any]) -> None:
+    """Kill ``actor`` if Ray is still up; an actor that is already dead is fine."""
+    if not ray.is_initialized():
+        return
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception as exc:
+        logger().warning("killing the session actor %r failed: %r", actor, exc)

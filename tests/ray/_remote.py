@@ -1,0 +1,116 @@
+"""Remote functions and actors the Ray tests run (importable by Ray's workers)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ray
+
+
+class _Latch:
+    """Named one-shot events between the test and remote code; ``set`` carries a value."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, asyncio.Event] = {}
+        self._values: dict[str, Any] = {}
+
+    def _event(self, name: str) -> asyncio.Event:
+        return self._events.setdefault(name, asyncio.Event())
+
+    async def set(self, name: str, value: Any = None) -> None:
+        self._values[name] = value
+        self._event(name).set()
+
+    async def is_set(self, name: str) -> bool:
+        return self._event(name).is_set()
+
+    async def wait(self, name: str) -> Any:
+        await self._event(name).wait()
+        return self._values[name]
+
+
+Latch: Any = ray.remote(num_cpus=0)(_Latch)
+
+
+def square(feed: Mapping[str, Any]) -> dict[str, Any]:
+    """A step: y = x * x, and where it ran."""
+    return {"y": feed["x"] ** 2, "pid": os.getpid()}
+
+
+def failing(feed: Mapping[str, Any]) -> dict[str, Any]:
+    raise ValueError(f"bad feed x={feed['x']}")
+
+
+def blocking(feed: Mapping[str, Any]) -> dict[str, Any]:
+    """Tells the latch it started, then blocks until cancelled (and says so)."""
+    latch = feed["latch"]
+    try:
+        ray.get(latch.set.remote("started", os.getpid()))  # the cancel may land in here already
+        for _ in range(1200):  # Python code between sleeps: where ray.cancel can interrupt
+            time.sleep(0.1)
+    except KeyboardInterrupt:  # what ray.cancel raises in a running task
+        ray.get(latch.set.remote("cancelled"))
+        raise
+    return {}
+
+
+def crash_once(feed: Mapping[str, Any]) -> dict[str, Any]:
+    """Kills its worker process the first time (marker file), then answers."""
+    marker = feed["marker"]
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return {"y": 1}
+
+
+class Model:
+    """A session actor: counts its calls; a feed ``block`` (a Latch) blocks its first actor."""
+
+    def __init__(self, offset: int = 0) -> None:
+        self.offset = offset
+        self.calls = 0
+
+    def run(
+        self, fetches: Sequence[str], feeds: Mapping[str, Any], tags: Mapping[str, Any] | None = None
+    ) -> list[Any]:
+        self.calls += 1
+        if "fail" in feeds:
+            raise ValueError(f"model cannot take {feeds['fail']!r}")
+        latch = feeds.get("block")
+        if latch is not None and not ray.get(latch.is_set.remote("started")):
+            ray.get(latch.set.remote("started", os.getpid()))
+            time.sleep(120)
+        values = {"y": feeds.get("x", 0) + self.offset, "calls": self.calls, "pid": os.getpid(), "tags": tags}
+        return [values[key] for key in fetches]
+
+    def predict(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
+        return [f"predict:{key}" for key in fetches]
+
+
+class Broken:
+    def __init__(self) -> None:
+        raise RuntimeError("cannot build the model")
+
+    def run(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
+        return []
+
+
+class _AsyncModel:
+    """An async session actor whose ``run`` waits until cancelled (and says so)."""
+
+    async def run(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
+        latch = feeds["latch"]
+        await latch.set.remote("started", os.getpid())
+        try:
+            await asyncio.sleep(120)
+        except asyncio.CancelledError:
+            await latch.set.remote("cancelled")
+            raise
+        return [None for _ in fetches]
+
+
+AsyncModel: Any = ray.remote(_AsyncModel)

@@ -1,0 +1,80 @@
+"""One local Ray cluster for all the Ray tests (loopback, no dashboard).
+
+Every test here is marked ``engine``. The cluster is package-scoped: started once,
+shut down when the last Ray test has run (so it never runs alongside the rest of
+the suite), and the fixture checks that no process of it is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # no token file in $HOME (and its warning)
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """The session's cluster: where to connect other processes, and its temp dir."""
+
+    address: str
+    temp_dir: str
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.engine)
+
+
+def processes_using(path: str) -> list[int]:
+    """Pids of live processes whose command line mentions ``path``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if path.encode() in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def wait_until_gone(path: str, within: float = 30.0) -> list[int]:
+    """Wait (bounded) for the processes of ``path`` to exit; return the ones still alive."""
+    import time
+
+    deadline = time.monotonic() + within
+    while (left := processes_using(path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+@pytest.fixture(scope="package")
+def ray_cluster() -> Iterator[RayCluster]:
+    temp_dir = tempfile.mkdtemp(prefix="hkr-ray-", dir="/tmp")  # short: Ray puts sockets there
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        _node_ip_address="127.0.0.1",
+        _temp_dir=temp_dir,
+    )
+    try:
+        yield RayCluster(ray.get_runtime_context().gcs_address, temp_dir)
+    finally:
+        ray.shutdown()
+    left = wait_until_gone(temp_dir)
+    assert not left, f"Ray processes left after shutdown: {left}"

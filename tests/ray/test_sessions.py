@@ -1,0 +1,233 @@
+"""Ray sessions under a monitored session: results, hook fetches, lost actors and workers,
+user errors, timeouts and cancellation (on asyncio and trio)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import ray
+
+import hookrun
+from hookrun.ray import RayActorSession, RayActorSessionCreator, RayStepSession
+from hookrun.remote import await_future
+
+from . import _remote
+from .conftest import RayCluster
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ray_cluster")]
+
+FAST_RETRY = hookrun.RetryPolicy(initial_delay=0.01, max_attempts=3)
+
+
+class Creations(hookrun.SessionRunHook):
+    """Counts after_create_session calls."""
+
+    def __init__(self) -> None:
+        self.created = 0
+
+    def after_create_session(self, session: object, coord: object) -> None:
+        self.created += 1
+
+
+class FetchPid(hookrun.SessionRunHook):
+    """Fetches ``pid`` in every step."""
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+
+    def before_run(self, ctx: hookrun.SessionRunContext) -> hookrun.SessionRunArgs:
+        return hookrun.SessionRunArgs("pid")
+
+    def after_run(self, ctx: hookrun.SessionRunContext, values: hookrun.SessionRunValues) -> None:
+        self.pids.append(values.results)
+
+
+async def remote_wait(ref: Any) -> Any:
+    with anyio.fail_after(60):
+        return await await_future(ref.future())
+
+
+async def test_step_session_results_and_hook_fetches() -> None:
+    """Each run is one Ray task; the caller's and a hook's fetches are answered by key."""
+    hook = FetchPid()
+
+    async def create() -> RayStepSession:
+        return RayStepSession(_remote.square)
+
+    with anyio.fail_after(60):
+        async with hookrun.MonitoredSession(create, [hook]) as sess:
+            results = [await sess.run("y", {"x": x}) for x in range(3)]
+    assert results == [0, 1, 4]
+    assert len(hook.pids) == 3 and all(pid != os.getpid() for pid in hook.pids)
+
+
+async def test_step_session_missing_key_lists_what_the_task_returned() -> None:
+    """Fetching a key the task did not return is a KeyError naming the keys it did."""
+    with anyio.fail_after(60), pytest.raises(KeyError, match=r"no value for fetch 'z'.*'pid', 'y'"):
+        await RayStepSession(ray.remote(_remote.square)).run(["z"], {"x": 1})
+
+
+async def test_step_session_user_error_propagates_and_is_not_retried() -> None:
+    """A remote step's ValueError is raised as a ValueError, with the remote traceback."""
+    hook = Creations()
+
+    async def create() -> RayStepSession:
+        return RayStepSession(_remote.failing)
+
+    with anyio.fail_after(60), pytest.raises(ValueError, match="bad feed x=3") as caught:
+        async with hookrun.MonitoredSession(create, [hook]) as sess:
+            await sess.run("y", {"x": 3})
+    assert isinstance(caught.value, ray.exceptions.RayTaskError)
+    assert "_remote.py" in str(caught.value) and "in failing" in str(caught.value)
+    assert hook.created == 1
+
+
+async def test_crashed_worker_recovers_by_recreating_the_session(tmp_path: Path) -> None:
+    """A task whose worker dies (no Ray retries) is UnavailableError: one re-creation."""
+    hook = Creations()
+    task_options = {"max_retries": 0}
+
+    async def create() -> RayStepSession:
+        return RayStepSession(_remote.crash_once, task_options=task_options)
+
+    feeds = {"marker": str(tmp_path / "crashed")}
+    with anyio.fail_after(60):
+        async with hookrun.MonitoredSession(create, [hook], retry=FAST_RETRY) as sess:
+            assert await sess.run("y", feeds) == 1
+    assert hook.created == 2
+
+
+async def test_outside_cancellation_cancels_the_remote_task() -> None:
+    """Cancelling the caller frees it at once and ray.cancel interrupts the running task."""
+    latch = _remote.Latch.remote()
+    session = RayStepSession(_remote.blocking)
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(session.run, [], {"latch": latch})
+            await remote_wait(latch.wait.remote("started"))
+            tg.cancel_scope.cancel()
+        await remote_wait(latch.wait.remote("cancelled"))
+
+
+async def test_actor_session_results_state_and_tags() -> None:
+    """The actor keeps state across runs; tags of the run's options reach the method."""
+    async with RayActorSessionCreator(_remote.Model, 10) as creator:
+        with anyio.fail_after(60):
+            async with hookrun.MonitoredSession(creator) as sess:
+                assert await sess.run(["y", "calls"], {"x": 1}) == [11, 1]
+                tagged = hookrun.RunOptions(tags={"phase": "eval"})
+                assert await sess.run(["calls", "tags"], options=tagged) == [2, {"phase": "eval"}]
+                assert await sess.run({"n": "calls"}) == {"n": 3}
+        assert creator.created == 1
+
+
+async def test_actor_session_other_method_and_decorated_class() -> None:
+    """method= picks the actor method; a class already decorated with @ray.remote works."""
+    creator = RayActorSessionCreator(ray.remote(_remote.Model), method="predict")
+    session = await creator.create_session()
+    try:
+        with anyio.fail_after(60):
+            assert await session.run(["a", "b"], {}) == ["predict:a", "predict:b"]
+    finally:
+        await session.aclose()
+
+
+async def test_closing_the_session_kills_its_actor() -> None:
+    """aclose kills the actor: a call it is running fails with ActorDiedError."""
+    latch = _remote.Latch.remote()
+    session = await RayActorSessionCreator(_remote.Model).create_session()
+    assert isinstance(session, RayActorSession)
+    in_flight: Any = session.actor.run.remote(["y"], {"block": latch})
+    await remote_wait(latch.wait.remote("started"))
+    await session.aclose()
+    await session.aclose()  # twice: nothing more
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        await remote_wait(in_flight)
+    with pytest.raises(hookrun.SessionClosedError, match="closed"):
+        await session.run(["y"], {})
+
+
+async def test_actor_killed_mid_run_is_recreated_once_and_the_run_completes() -> None:
+    """SIGKILL of the session's actor during a step: one new actor, the step re-runs there."""
+    latch = _remote.Latch.remote()
+    hook = Creations()
+    results: list[Any] = []
+    async with RayActorSessionCreator(_remote.Model) as creator:
+        with anyio.fail_after(90):
+            async with hookrun.MonitoredSession(creator, [hook], retry=FAST_RETRY) as sess:
+                first_pid = await sess.run("pid")
+
+                async def step() -> None:
+                    results.append(await sess.run(["calls", "pid"], {"block": latch}))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(step)
+                    pid = await remote_wait(latch.wait.remote("started"))
+                    assert pid == first_pid
+                    os.kill(pid, signal.SIGKILL)
+        assert creator.created == 2
+    assert hook.created == 2
+    [[calls, new_pid]] = results
+    assert calls == 1 and new_pid != first_pid
+
+
+async def test_actor_user_error_propagates_and_is_not_retried() -> None:
+    """An exception in the actor method propagates as its own type; no re-creation."""
+    hook = Creations()
+    async with RayActorSessionCreator(_remote.Model) as creator:
+        with anyio.fail_after(60), pytest.raises(ValueError, match="model cannot take 'nan'") as caught:
+            async with hookrun.MonitoredSession(creator, [hook], retry=FAST_RETRY) as sess:
+                await sess.run("y", {"fail": "nan"})
+        assert creator.created == 1
+    assert hook.created == 1
+    assert "in run" in str(caught.value)
+
+
+async def test_constructor_error_surfaces_in_create_session() -> None:
+    """An actor whose constructor raises fails create_session, and is not retried."""
+    creator = RayActorSessionCreator(_remote.Broken)
+    with anyio.fail_after(60), pytest.raises(ray.exceptions.ActorDiedError, match="cannot build the model"):
+        async with hookrun.MonitoredSession(creator, retry=FAST_RETRY):
+            pass
+    assert creator.created == 0
+
+
+async def test_timeout_frees_the_caller_and_cancels_the_actor_call() -> None:
+    """RunOptions.timeout raises DeadlineExceededError and ray.cancel reaches the async actor."""
+    latch = _remote.Latch.remote()
+    async with RayActorSessionCreator(_remote.AsyncModel) as creator:
+        with anyio.fail_after(60):
+            async with hookrun.MonitoredSession(creator) as sess:
+                with pytest.raises(hookrun.DeadlineExceededError):
+                    await sess.run([], {"latch": latch}, options=hookrun.RunOptions(timeout=1.0))
+                await remote_wait(latch.wait.remote("cancelled"))
+
+
+def test_creator_options_are_checked() -> None:
+    """Restarts cannot be turned on; the method must exist; the class must be a class."""
+    with pytest.raises(ValueError, match=r"actor_options\['max_restarts'\]=2"):
+        RayActorSessionCreator(_remote.Model, actor_options={"max_restarts": 2})
+    with pytest.raises(ValueError, match=r"actor_options\['max_task_retries'\]=-1"):
+        RayActorSessionCreator(_remote.Model, actor_options={"max_task_retries": -1})
+    with pytest.raises(AttributeError, match="Model has no method 'train'"):
+        RayActorSessionCreator(ray.remote(_remote.Model), method="train")
+    with pytest.raises(TypeError, match="needs a class"):
+        RayActorSessionCreator(_remote.Model())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="actor_options must be a mapping"):
+        RayActorSessionCreator(_remote.Model, actor_options=[("num_cpus", 1)])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="RayStepSession needs a function"):
+        RayStepSession(_remote.Model)
+    with pytest.raises(TypeError, match="task_options must be a mapping"):
+        RayStepSession(_remote.square, task_options=3)  # type: ignore[arg-type]
+
+
+def test_cluster_is_one_local_node(ray_cluster: RayCluster) -> None:
+    """The test cluster is this machine alone (Ray advertises the host's own address)."""
+    nodes = [node for node in ray.nodes() if node["Alive"]]  # type: ignore[no-untyped-call]
+    assert len(nodes) == 1
+    assert ray_cluster.address.rsplit(":", 1)[0] == nodes[0]["NodeManagerAddress"]
