@@ -172,10 +172,19 @@ def waiter(phase: str, events: dict[str, Any]) -> object:
 
 
 def failer(phase: str, how: str, events: dict[str, Any]) -> object:
-    """Fails once armed: at once, or after the waiter is waiting."""
+    """Fails once armed: at once, after the waiter is waiting, or as a plain function."""
 
     class Failer:
         armed = False
+
+    if how == "plain":
+
+        def plain(*args: Any) -> None:
+            if Failer.armed:
+                raise Boom(how)
+
+        setattr(Failer, phase, staticmethod(plain))
+        return Failer()
 
     async def method(*args: Any) -> None:
         if not Failer.armed:
@@ -190,7 +199,7 @@ def failer(phase: str, how: str, events: dict[str, Any]) -> object:
 
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 @pytest.mark.parametrize("order", ["waiter_first", "failer_first"])
-@pytest.mark.parametrize("how", ["before", "after"])
+@pytest.mark.parametrize("how", ["before", "after", "plain"])
 @pytest.mark.parametrize("phase", HOOK_METHODS)
 async def test_a_failing_hook_cancels_a_sibling_that_waits_for_the_first_time(
     phase: str, how: str, order: str, warm: bool
@@ -212,7 +221,7 @@ async def test_a_failing_hook_cancels_a_sibling_that_waits_for_the_first_time(
             await run_phase(dispatcher, phase)
         waited = events["waiting"].is_set()
         assert events["cancelled"] == waited
-        assert waited or (how == "before" and order == "failer_first")
+        assert waited or (how in ("before", "plain") and order == "failer_first")
         tg.cancel_scope.cancel()
 
 

@@ -9,17 +9,17 @@ suspending costs no task. What happens next depends only on what the calls do:
 what happened                                     who finishes the phase
 ===============================================  ===========================================
 every call finished, or one raised at once        ``Dispatcher.start`` returns / raises
-a call suspended, it is the phase's only async    ``_finish_alone``: the calling task drives
-one (no sibling can fail while it waits)          it, then calls the plain functions after it
-a call suspended, the phase has other async       ``_finish_with_workers``: the calling task
-calls                                             drives it under the caller's cancel scope;
+the last call suspended, every other one          ``_finish_alone``: the calling task drives
+finished (nothing can fail while it waits)        it to its end
+a call suspended with calls after it              ``_finish_with_workers``: the calling task
+                                                  drives it under the caller's cancel scope;
                                                   workers start the rest (``_workers.py``)
 the step is traced (``RunOptions.trace``)         ``_run_traced``: every call wrapped to record
                                                   its span, then the rows above
 ===============================================  ===========================================
 
-Cancellation holds on every row, from the first step on: a phase with two async
-calls or more (``PhasePlan.cancellable``) is only ever started inside a cancel
+Cancellation holds on every row, from the first step on: a phase with a call after
+an async one (``PhasePlan.cancellable``) is only ever started inside a cancel
 scope its caller entered first (the session enters one per step; ``run`` one per
 phase), so a failing hook can always cancel the one the calling task drives. A
 scope entered later could not: the hook may have opened cancel scopes of its own
@@ -127,7 +127,7 @@ class Dispatcher:
         if type(started) is Failed:
             raise started.error
         assert type(started) is Suspended
-        if not plan.cancellable:
+        if not plan.cancellable:  # the suspended call is the last one
             return self._finish_alone(plan, args, results, started)
         if scope is None:
             started.coro.close()
@@ -135,13 +135,9 @@ class Dispatcher:
         return self._finish_with_workers(plan, args, results, started, scope)
 
     async def _finish_alone(self, plan: PhasePlan, args: Args, results: list[Any], started: Suspended) -> list[Any]:
-        """The phase's only async call suspended: drive it, then call the plain functions after it."""
+        """The phase's last call, its only async one, suspended: drive it to its end."""
         position, coro, context, yielded = started
         results[position] = await drive(coro, context, yielded)
-        rest = start_calls(plan, args, results, position + 1)
-        if rest is not None:  # only plain functions are left: they cannot suspend
-            assert type(rest) is Failed
-            raise rest.error
         return results
 
     async def _finish_with_workers(

@@ -79,9 +79,10 @@ class PhasePlan:
     def refresh(self) -> None:
         """Recompute what depends on the calls' functions (after the dispatcher wraps them)."""
         self.n_async = sum(call.is_async for call in self.calls)
-        #: Whether a call may wait while a sibling fails, so that running the phase needs a
-        #: cancel scope around the calling task (two async calls or more).
-        self.cancellable = self.n_async >= 2
+        #: Whether a call may be waiting while another fails (any call after an async one),
+        #: so that running the phase needs a cancel scope around the calling task.
+        first_async = next((p for p, call in enumerate(self.calls) if call.is_async), len(self.calls))
+        self.cancellable = first_async < len(self.calls) - 1
         #: Per position: the functions of the async calls from there up to the next plain
         #: function (or the end), which are started in one loop; None at a plain function.
         runs: list[tuple[Callable[..., Any], ...] | None] = []
