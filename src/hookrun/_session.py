@@ -39,6 +39,7 @@ from ._hooks import (
     SessionRunValues,
     TimingRecord,
 )
+from ._iterate import StepIterator, check_feeds
 from ._log import logger
 from ._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
 from ._plan import hook_name
@@ -370,6 +371,20 @@ class _MonitoredSessionBase:
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
             self._busy = False
+
+    def iterate(self, fetches: object = None, feeds: object = None) -> StepIterator:
+        """Run one step per item of ``feeds`` and yield each step's results (``async for``).
+
+        ``feeds`` is an iterable or async iterable of feed dicts (``None`` items feed
+        nothing), or ``None``: run until a stop is requested. Ends when the feeds run
+        out, when ``should_stop()`` is true, or when a step raises a clean-stop
+        exception (``OutOfRangeError``, ``anyio.EndOfStream``...), which also stops
+        the session.
+        """
+        if self._state is not _OPEN:
+            self._refuse("iterate()")
+        check_feeds(feeds)
+        return StepIterator(self, fetches, feeds, self._set_hook_stop)
 
     async def run_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
         """Call ``step_fn(step_context)`` (async) and return its value; recovered calls get
