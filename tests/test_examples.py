@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from examples import flaky_recovery, minimal_hook, pipeline, quickstart
 
@@ -32,13 +29,3 @@ async def test_flaky_recovery_recreates_sessions() -> None:
     """Two lost workers: three sessions, every step answered, the step counter intact."""
     answers, created, step = await flaky_recovery.main(steps=8)
     assert len(answers) == 8 and created == 3 and step == 8
-
-
-def test_demo_command_runs() -> None:
-    """python -m hookrun demo runs on both backends and ends cleanly."""
-    for backend in ("asyncio", "trio"):
-        done = subprocess.run(
-            [sys.executable, "-m", "hookrun", "demo", "--steps", "5", "--backend", backend],
-            capture_output=True, text=True, timeout=60, check=True,
-        )
-        assert "ended cleanly" in done.stdout and "2 sessions created" in done.stdout
