@@ -8,9 +8,10 @@ from examples import flaky_recovery, minimal_hook, pipeline, quickstart
 pytestmark = pytest.mark.anyio
 
 
-async def test_quickstart_runs_three_steps() -> None:
-    """The README's quick start stops after three steps."""
-    assert await quickstart.main() == [42, 42, 42]
+async def test_quickstart_runs_three_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's quick start prints three losses and stops after three steps."""
+    assert await quickstart.main() == [0.0, 2.0, 4.0]
+    assert capsys.readouterr().out.splitlines() == ["step 1: loss 1.000", "step 2: loss 0.500", "step 3: loss 0.333"]
 
 
 async def test_minimal_hook_stops_after_three_steps() -> None:
