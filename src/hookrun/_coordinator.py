@@ -43,7 +43,7 @@ UNWIND_PERIOD = 5.0
 
 
 class Coordinator:
-    """Coordinates the stop of a group of background tasks (SPEC §8).
+    """Coordinates the stop of a group of background tasks.
 
     Use as ``async with Coordinator() as coord:``. Leaving the block requests
     stop, gives the tasks ``stop_grace_period`` seconds, cancels stragglers and
@@ -117,7 +117,7 @@ class Coordinator:
         """True iff stop was requested."""
         return self._stopped
 
-    # ASYNC109: `timeout` is TensorFlow's (and SPEC §8's) parameter.
+    # ASYNC109: `timeout` is TensorFlow's parameter.
     async def wait_for_stop(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Wait up to ``timeout`` seconds (``None``: forever) for a stop request.
 

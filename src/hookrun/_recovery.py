@@ -22,7 +22,13 @@ __all__ = ["RetryBudget", "RetryPolicy"]
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Backoff and limits for recovery (SPEC §7)."""
+    """Backoff and limits for recovery.
+
+    ``max_attempts`` counts every attempt, the first included (``None``: no
+    limit); the n-th retry waits up to ``min(max_delay, initial_delay *
+    multiplier ** (n - 1))`` seconds (a uniform draw below that with
+    ``jitter``); ``max_time`` bounds the seconds spent since the first failure.
+    """
 
     max_attempts: int | None = None
     initial_delay: float = 0.1
