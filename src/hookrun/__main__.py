@@ -8,11 +8,13 @@ and where its outputs are.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import importlib.util
 import logging
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -76,6 +78,28 @@ def _out_dir(parser: _Parser, given: Path | None) -> Path:
     return given.resolve()
 
 
+@contextlib.contextmanager
+def _console() -> Iterator[Callable[[str], None]]:
+    """How the demo prints: around the progress bar when one is drawn, else plainly."""
+    if importlib.util.find_spec("tqdm") is None or not sys.stderr.isatty():
+        yield print
+        return
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm():  # log lines go above the bar instead of through it
+        yield functools.partial(tqdm.write, file=sys.stdout)
+
+
+def _traces_line(traces: Sequence[Path]) -> str:
+    if not traces:
+        return "none (a trace is written every 10 steps, never on the first)"
+    names = [path.name for path in traces]
+    shown = ", ".join(names) if len(names) <= 3 else f"{names[0]}, ..., {names[-1]}"
+    count = f"{len(names)} Chrome trace{'s' if len(names) != 1 else ''}"
+    return f"{traces[0].parent} ({count}: {shown}; open in https://ui.perfetto.dev)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser, demo = _parser()
@@ -90,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"hookrun {__version__} demo: {args.steps} steps on the {args.backend} backend; outputs in {out_dir}", flush=True)
     try:
-        report = anyio.run(run_demo, args.steps, out_dir, backend=args.backend)
+        with _console() as say:
+            report = anyio.run(functools.partial(run_demo, args.steps, out_dir, say=say), backend=args.backend)
     except KeyboardInterrupt:
         print("interrupted: every session and file was closed", file=sys.stderr)
         return 130
@@ -103,11 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  summaries: {report.summaries} ({report.summary_format})")
     if report.summary_format.startswith("TensorBoard"):
         print(f"             view them with: tensorboard --logdir {report.summaries}")
-    if report.traces:
-        names = ", ".join(path.name for path in report.traces)
-        print(f"  traces:    {report.traces[0].parent}: {names} (open in https://ui.perfetto.dev)")
-    else:
-        print("  traces:    none (a trace is written every 10 steps, never on the first)")
+    print(f"  traces:    {_traces_line(report.traces)}")
     print(f"  backend:   {report.backend}")
     return 0
 
