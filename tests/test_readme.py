@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -60,6 +61,31 @@ def test_the_demo_command_of_the_readme_runs_as_printed(tmp_path: Path) -> None:
     assert "(2 sessions created, one recovery)" in done.stdout
     (made,) = tmp_path.glob("hookrun-demo-*")  # the default output directory, named in the output
     assert str(made) in done.stdout
+
+
+@pytest.mark.slow
+def test_the_set_up_commands_work_on_a_fresh_copy(tmp_path: Path) -> None:
+    """Both lines verbatim, in a new environment: the demo runs on trio with only what the install brought."""
+    if os.environ.get("HOOKRUN_TESTS_OFFLINE"):
+        pytest.skip("HOOKRUN_TESTS_OFFLINE is set: this test installs from the package index")
+    (setup,) = blocks("sh", section("Set up"))
+    install, demo = setup.strip().splitlines()
+    tree = tmp_path / "hookrun"
+    tree.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, tree / name)
+    shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != str(Path(sys.executable).parent))
+    env["TMPDIR"] = str(tmp_path)
+    script = f"set -e\n{install}\n{demo}\npython -c 'import tqdm' 2>/dev/null && echo HAS_TQDM || true\n"
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "on the trio backend" in done.stdout and "(2 sessions created, one recovery)" in done.stdout
+    assert "backend:   trio" in done.stdout and "Traceback" not in done.stderr
+    assert "HAS_TQDM" not in done.stdout  # the bare install: the demo managed without the extras
 
 
 # -- quick start ----------------------------------------------------------------------------
