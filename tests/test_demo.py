@@ -144,6 +144,19 @@ def test_a_missing_trio_is_named_with_the_extra_to_install(
     assert len(err.splitlines()) == 1
 
 
+def test_on_a_terminal_lines_go_through_the_progress_bar_writer(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with cli._console() as say:
+        assert say is not print
+        say("worker 1 ready")
+    assert capsys.readouterr().out == "worker 1 ready\n"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    with cli._console() as say:
+        assert say is print
+
+
 def test_the_hookrun_console_script_is_installed() -> None:
     script = Path(sys.executable).with_name("hookrun")
     assert script.exists(), "pip install . should install the 'hookrun' command"

@@ -129,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report.summary_format.startswith("TensorBoard"):
         print(f"             view them with: tensorboard --logdir {report.summaries}")
     print(f"  traces:    {_traces_line(report.traces)}")
+    # Checkpoints and the hook statistics table report their outputs here once the demo has them.
     print(f"  backend:   {report.backend}")
     return 0
 
