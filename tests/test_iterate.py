@@ -175,6 +175,32 @@ async def test_cancelling_a_step_of_the_loop_closes_everything() -> None:
     assert creator.sessions[0].steps == 3 and creator.sessions[0].closed == 1
 
 
+async def test_a_second_task_stepping_the_same_iterator_is_refused_before_taking_a_feed() -> None:
+    feeds = CountingFeeds(10)
+    entered, release = anyio.Event(), anyio.Event()
+
+    async def step(feed: Any) -> dict[str, int]:
+        entered.set()
+        await release.wait()
+        return {"y": feed["x"]}
+
+    async def create() -> hookrun.StepSession:
+        return hookrun.StepSession(step)
+
+    with anyio.fail_after(5):
+        async with hookrun.MonitoredSession(create) as sess:
+            steps = sess.iterate("y", feeds)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anext, steps)
+                await entered.wait()
+                with pytest.raises(RuntimeError, match="another task is already running a step of this iterator"):
+                    await anext(steps)
+                assert feeds.taken == 1
+                release.set()
+            assert await anext(steps) == 1  # the next feed, none skipped
+    assert feeds.taken == 2
+
+
 @pytest.mark.parametrize(
     ("feeds", "message"),
     [

@@ -33,7 +33,7 @@ class StepIterator:
     once, from one task: the session runs one step at a time.
     """
 
-    __slots__ = ("_done", "_feeds", "_fetches", "_items", "_session", "_steps", "_stop", "_taken")
+    __slots__ = ("_busy", "_done", "_feeds", "_fetches", "_items", "_session", "_steps", "_stop", "_taken")
 
     def __init__(
         self,
@@ -50,6 +50,7 @@ class StepIterator:
         self._steps = 0  # steps run
         self._taken = 0  # feed items taken
         self._done = False
+        self._busy = False
 
     def __repr__(self) -> str:
         state = "ended" if self._done else "running"
@@ -59,17 +60,24 @@ class StepIterator:
         return self
 
     async def __anext__(self) -> Any:
+        if self._busy:
+            # Refused before a feed is taken, so no feed is lost to the refusal.
+            raise RuntimeError("iterate(): another task is already running a step of this iterator")
         if self._done or self._session.should_stop():
             self._done = True
             raise StopAsyncIteration
-        feed = await self._next_feed()
+        self._busy = True
         try:
-            results = await self._session.run(self._fetches, feed)
-        except CLEAN_STOP_TYPES:
-            # The step found its input exhausted: a clean end, as for the feeds' own end.
-            self._done = True
-            self._stop()
-            raise StopAsyncIteration from None
+            feed = await self._next_feed()  # raises StopAsyncIteration when the feeds end
+            try:
+                results = await self._session.run(self._fetches, feed)
+            except CLEAN_STOP_TYPES:
+                # The step found its input exhausted: a clean end, as for the feeds' own end.
+                self._done = True
+                self._stop()
+                raise StopAsyncIteration from None
+        finally:
+            self._busy = False
         self._steps += 1
         return results
 
