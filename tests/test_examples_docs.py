@@ -124,3 +124,19 @@ def test_every_snippet_the_docs_include_exists() -> None:
             if name:
                 assert f"# --8<-- [start:{name}]" in source, f"{page.name}: {path} has no section {name!r}"
                 assert f"# --8<-- [end:{name}]" in source
+
+
+def test_the_api_reference_covers_every_public_name() -> None:
+    import hookrun
+    import hookrun.hooks
+
+    pages = "\n".join(page.read_text(encoding="utf-8") for page in (ROOT / "docs" / "reference").glob("*.md"))
+    listed = {name.strip() for group in re.findall(r"members: \[([^\]]*)\]", pages) for name in group.split(",")}
+
+    def documented(name: str, *modules: str) -> bool:
+        return name in listed or any(f"::: {module}.{name}\n" in pages for module in modules)
+
+    missing = [n for n in hookrun.__all__ if not documented(n, "hookrun", "hookrun.hooks")]
+    missing += [n for n in hookrun.hooks.__all__ if not documented(n, "hookrun.hooks")]
+    assert not missing, f"not in docs/reference: {missing}"
+    assert "::: hookrun.testing\n" in pages
