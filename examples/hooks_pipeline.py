@@ -80,6 +80,7 @@ def build_hooks(out_dir: Path, steps: int) -> tuple[list[hookrun.SessionRunHook]
             "step %d: accuracy %.3f", values.global_step, values.results["accuracy"]
         )
 
+    # --8<-- [start:hooks]
     hooks: list[hookrun.SessionRunHook] = [
         StopAtStepHook(num_steps=steps),
         StepCounterHook(every_n_steps=10, output_dir=board),
@@ -92,6 +93,7 @@ def build_hooks(out_dir: Path, steps: int) -> tuple[list[hookrun.SessionRunHook]
         final,
         checkpoint_note,
     ]
+    # --8<-- [end:hooks]
     return hooks, final
 
 
@@ -104,10 +106,11 @@ async def run_pipeline(out_dir: Path, *, steps: int = 40) -> PipelineReport:
 
     hooks, final = build_hooks(out_dir, steps)
     done = 0
+    # --8<-- [start:loop]
     async with hookrun.MonitoredSession(create_session, hooks) as session:
-        while not session.should_stop():
-            await session.run({"loss": "loss"})
+        async for _ in session.iterate({"loss": "loss"}):  # no feeds: until a hook stops it
             done += 1
+    # --8<-- [end:loop]
     traces = sorted((out_dir / "traces").glob("timeline-*.json"))
     return PipelineReport(
         done, final.final_ops_values["processed"], out_dir / "tensorboard", traces

@@ -1,15 +1,17 @@
-"""An async data pipeline: each step pulls a batch, transforms it, writes it.
+"""An async data pipeline: each step takes a batch from the input, transforms it, writes it.
 
-The input is a memory stream; when it is exhausted the step function lets
-``anyio.EndOfStream`` escape, which ends the monitored session cleanly (every
-hook's ``end`` runs). Two hooks: one logs throughput every few steps (a plain
-function, called inline), one keeps a running total of what was written.
+The input is a memory stream (any async iterable works: a queue reader, a
+file, a message broker); an async generator turns each batch into a feed
+dict, and ``iterate`` runs one step per feed. When the input is exhausted the
+loop ends and the monitored session closes cleanly (every hook's ``end`` runs).
+Two hooks: one logs the row count every few steps (a plain method, called
+inline), one keeps a running total of what was written.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -20,6 +22,7 @@ import hookrun
 logger = logging.getLogger("hookrun.examples.pipeline")
 
 
+# --8<-- [start:hooks]
 class ThroughputLogger(hookrun.SessionRunHook):
     """Logs the number of rows every ``every`` steps (a plain, inline hook)."""
 
@@ -52,16 +55,22 @@ class RunningTotal(hookrun.SessionRunHook):
 
     async def end(self, session: Any) -> None:
         self.final = self.total
+# --8<-- [end:hooks]
 
 
-def make_step(source: MemoryObjectReceiveStream[list[int]], sink: list[list[int]]) -> Any:
-    async def step(feed_dict: Mapping[Any, Any]) -> dict[str, int]:
-        batch = await source.receive()  # raises EndOfStream when the input is exhausted
-        doubled = [2 * x for x in batch]
-        sink.append(doubled)
+# --8<-- [start:pipeline]
+def make_step(sink: list[list[int]]) -> Callable[[Mapping[str, Any]], Any]:
+    async def step(feed_dict: Mapping[str, Any]) -> dict[str, int]:
+        doubled = [2 * x for x in feed_dict["batch"]]
+        sink.append(doubled)  # "write" the batch
         return {"rows": len(doubled), "batch_sum": sum(doubled)}
 
     return step
+
+
+async def feeds(source: MemoryObjectReceiveStream[list[int]]) -> AsyncIterator[dict[str, list[int]]]:
+    async for batch in source:  # ends when the sender closes
+        yield {"batch": batch}
 
 
 async def main(batches: int = 5) -> tuple[list[list[int]], int | None]:
@@ -72,16 +81,17 @@ async def main(batches: int = 5) -> tuple[list[list[int]], int | None]:
     written: list[list[int]] = []
 
     async def create() -> hookrun.StepSession:
-        return hookrun.StepSession(make_step(receive, written))
+        return hookrun.StepSession(make_step(written))
 
     total = RunningTotal()
     async with receive, hookrun.MonitoredSession(create, [ThroughputLogger(), total]) as sess:
-        while not sess.should_stop():
-            await sess.run()
+        async for _ in sess.iterate(feeds=feeds(receive)):
+            pass
     print(f"wrote {len(written)} batches, total {total.final}")
     return written, total.final
+# --8<-- [end:pipeline]
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO)
+    logging.basicConfig(level=logging.INFO)  # without it the hook's log lines do not show
     anyio.run(main)

@@ -46,7 +46,7 @@ UNWIND_PERIOD = 5.0
 
 
 class Coordinator:
-    """Coordinates the stop of a group of background tasks (SPEC §8).
+    """Coordinates the stop of a group of background tasks.
 
     Use as ``async with Coordinator() as coord:``. ``clean_stop_exception_types``
     (default: ``OutOfRangeError``, ``StopAsyncIteration`` and
@@ -124,7 +124,7 @@ class Coordinator:
         """True iff stop was requested."""
         return self._stopped
 
-    # ASYNC109: `timeout` is TensorFlow's (and SPEC §8's) parameter.
+    # ASYNC109: `timeout` is TensorFlow's parameter.
     async def wait_for_stop(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Wait up to ``timeout`` seconds (``None``: forever) for a stop request.
 

@@ -1,73 +1,165 @@
-"""The demo behind ``python -m hookrun demo``: a pipeline with hooks, a flaky worker and a clean end.
+"""The pipeline behind ``hookrun demo``: remote-style workers, a lost one, a clean end.
 
-Needs no service: the "worker" is an in-process session that fails once, so the
-demo shows recovery; the input is a memory stream, so the demo ends cleanly when
-it is exhausted.
+Needs no service. The "workers" are in-process sessions that each take a batch
+of points, compute the gradient of a linear model on it and update the model
+(which lives with the driver, as on a parameter server); each step waits a
+little, as a remote call would. The first worker is lost part-way (it raises
+``UnavailableError`` before touching the model), so the monitored session
+re-creates it and re-runs that step with the same batch. The input is an async
+generator of feed dicts: when it is exhausted, ``iterate`` ends and the
+session closes cleanly, every hook's ``end`` included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+import random
+import sys
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
 
 import anyio
+import anyio.lowlevel
 
-from ._coordinator import Coordinator
+from ._demo_hooks import build_hooks, open_summary_writer
 from ._errors import UnavailableError
-from ._hooks import (
-    RunMetadata,
-    RunOptions,
-    SessionRunArgs,
-    SessionRunContext,
-    SessionRunHook,
-    SessionRunValues,
-)
+from ._hooks import RunMetadata, RunOptions
 from ._recovery import RetryPolicy
 from ._session import MonitoredSession
 
+__all__ = ["DemoReport", "run_demo"]
 
-class _Worker:
-    def __init__(self, source: Any, fail_at: int | None) -> None:
-        self.source, self.fail_at, self.calls = source, fail_at, 0
+#: The data follow y = TRUE_W * x + TRUE_B (plus noise); the demo fits w and b.
+TRUE_W, TRUE_B = 3.0, 1.0
+BATCH = 16
+
+
+@dataclass
+class Model:
+    """The linear model the workers train: ``y = w * x + b``."""
+
+    w: float = 0.0
+    b: float = 0.0
+    learning_rate: float = 0.2
+
+
+@dataclass(frozen=True)
+class DemoReport:
+    """What one run of the demo did and wrote."""
+
+    backend: str
+    steps: int
+    sessions: int
+    model: Model
+    out_dir: Path
+    summaries: Path
+    summary_format: str
+    traces: list[Path] = field(default_factory=list)
+
+    @property
+    def recoveries(self) -> int:
+        """How many times the session was re-created."""
+        return max(self.sessions - 1, 0)
+
+
+class Worker:
+    """One (simulated) remote worker: a session whose ``run`` is one training step."""
+
+    def __init__(self, number: int, model: Model, *, fail_at: int | None, delay: float) -> None:
+        self.number = number
+        self.model = model
+        self.fail_at = fail_at
+        self.delay = delay
+        self.calls = 0
+
+    def __str__(self) -> str:
+        return f"worker {self.number}"
 
     async def run(
-        self, fetches: Sequence[Hashable], feed_dict: Mapping[Any, Any], options: RunOptions, run_metadata: RunMetadata
+        self,
+        fetches: Sequence[Hashable],
+        feed_dict: Mapping[Hashable, Any],
+        options: RunOptions,
+        run_metadata: RunMetadata,
     ) -> list[Any]:
         self.calls += 1
+        if self.delay:
+            await anyio.sleep(self.delay)  # the round trip to a remote worker
+        else:
+            await anyio.lowlevel.checkpoint()
         if self.calls == self.fail_at:
-            raise UnavailableError("worker lost (simulated)")
-        batch = await self.source.receive()  # EndOfStream ends the demo cleanly
-        values: dict[Hashable, Any] = {"rows": len(batch), "total": sum(batch)}
+            raise UnavailableError(f"{self} lost (simulated)")
+        values: dict[Hashable, float] = self._train(feed_dict["batch"])
         return [values[key] for key in fetches]
 
-
-class _Progress(SessionRunHook):
-    async def after_create_session(self, session: Any, coord: Coordinator) -> None:
-        print("session ready:", type(session).__name__)
-
-    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
-        return SessionRunArgs({"rows": "rows", "total": "total"})
-
-    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        print(f"step {run_values.global_step:3d}: {run_values.results}")
-
-    async def end(self, session: Any) -> None:
-        print("input exhausted: pipeline ended cleanly")
+    def _train(self, batch: Sequence[tuple[float, float]]) -> dict[Hashable, float]:
+        m = self.model
+        errors = [(m.w * x + m.b) - y for x, y in batch]
+        loss = sum(e * e for e in errors) / len(batch)
+        m.w -= m.learning_rate * 2 * sum(e * x for e, (x, _) in zip(errors, batch, strict=True)) / len(batch)
+        m.b -= m.learning_rate * 2 * sum(errors) / len(batch)
+        return {"loss": loss, "w": m.w, "b": m.b, "rows": float(len(batch))}
 
 
-async def demo(steps: int = 20) -> None:
-    send, receive = anyio.create_memory_object_stream[list[int]](max_buffer_size=steps)
-    async with send:
-        for i in range(steps):
-            send.send_nowait(list(range(i, i + 4)))
+async def batches(steps: int, seed: int = 0) -> AsyncIterator[dict[str, list[tuple[float, float]]]]:
+    """The input: ``steps`` feed dicts of noisy points, read asynchronously."""
+    rng = random.Random(seed)
+    for _ in range(steps):
+        await anyio.lowlevel.checkpoint()  # a real reader would wait for I/O here
+        points = [(x, TRUE_W * x + TRUE_B + rng.gauss(0.0, 0.1)) for x in (rng.uniform(-1, 1) for _ in range(BATCH))]
+        yield {"batch": points}
+
+
+async def run_demo(
+    steps: int,
+    out_dir: Path,
+    *,
+    say: Callable[[str], None] = print,
+    delay: float = 0.02,
+    progress_file: TextIO | None = None,
+) -> DemoReport:
+    """Run the demo pipeline for ``steps`` batches, writing its outputs under ``out_dir``."""
+    model = Model()
     created = 0
+    fail_at = max(3, (steps + 1) // 2)
 
-    async def create() -> _Worker:
+    async def create_worker() -> Worker:
         nonlocal created
         created += 1
-        return _Worker(receive, fail_at=3 if created == 1 else None)
+        return Worker(created, model, fail_at=fail_at if created == 1 else None, delay=delay)
 
-    async with receive, MonitoredSession(create, [_Progress()], retry=RetryPolicy(initial_delay=0.01)) as sess:
-        while not sess.should_stop():
-            await sess.run()
-    print(f"done: {created} sessions created (one recovery)")
+    writer, summaries, summary_format = await anyio.to_thread.run_sync(open_summary_writer, out_dir)
+    try:
+        hooks, _, profiler = build_hooks(steps, writer, out_dir, say, progress_file=progress_file)
+        retry = RetryPolicy(initial_delay=0.05, max_attempts=3)
+        done = 0
+        async with MonitoredSession(create_worker, hooks, retry=retry) as session:
+            async for _ in session.iterate(["loss"], batches(steps)):
+                done += 1
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(writer.close)
+    return DemoReport(
+        backend=anyio_backend_name(),
+        steps=done,
+        sessions=created,
+        model=model,
+        out_dir=out_dir,
+        summaries=summaries,
+        summary_format=summary_format,
+        traces=list(profiler.saved_files),
+    )
+
+
+def anyio_backend_name() -> str:
+    """The running backend: ``"trio"`` inside a trio task, else ``"asyncio"``."""
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:
+            pass
+        else:
+            return "trio"
+    return "asyncio"

@@ -32,6 +32,10 @@ class RetryPolicy:
     ``max_attempts`` (counting the first attempt) or ``max_time`` (seconds since
     the first failure) to bound it. Each retry logs a warning with the error,
     the attempt number and the delay; giving up logs an error.
+    ``max_attempts`` counts every attempt, the first included (``None``: no
+    limit); the n-th retry waits up to ``min(max_delay, initial_delay *
+    multiplier ** (n - 1))`` seconds (a uniform draw below that with
+    ``jitter``); ``max_time`` bounds the seconds spent since the first failure.
     """
 
     max_attempts: int | None = None

@@ -42,6 +42,7 @@ from ._coordinator import Coordinator, close_hosted, open_hosted
 from ._dispatch import Dispatcher
 from ._errors import CLEAN_STOP_TYPES, RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
 from ._hooks import RunMetadata, RunOptions, check_feed_dict
+from ._iterate import StepIterator, check_feeds
 from ._log import logger
 from ._merge import FetchLayout
 from ._plan import hook_name
@@ -446,6 +447,20 @@ class _MonitoredSessionBase(Stepping):
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
             self._busy = False
+
+    def iterate(self, fetches: object = None, feeds: object = None) -> StepIterator:
+        """Run one step per item of ``feeds`` and yield each step's results (``async for``).
+
+        ``feeds`` is an iterable or async iterable of feed dicts (``None`` items feed
+        nothing), or ``None``: run until a stop is requested. Ends when the feeds run
+        out, when ``should_stop()`` is true, or when a step raises a clean-stop
+        exception (``OutOfRangeError``, ``anyio.EndOfStream``...), which also stops
+        the session.
+        """
+        if self._state not in _STEPPABLE:
+            self._admit("iterate()")
+        check_feeds(feeds)
+        return StepIterator(self, fetches, feeds, self._set_hook_stop)
 
     async def run_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
         """Call ``step_fn(step_context)`` (async) and return its value; recovered calls get

@@ -1,0 +1,172 @@
+"""The README works as printed: its set-up commands, its Python blocks, its test command, its figures."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def blocks(language: str, text: str = README) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def section(title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, flags=re.DOTALL | re.MULTILINE)
+    assert match is not None, f"README has no section {title!r}"
+    return match.group(1)
+
+
+def env_with_venv_first(tmp_path: Path) -> dict[str, str]:
+    """The environment a user has after activating the venv the tests run in."""
+    env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    env["TMPDIR"] = str(tmp_path)
+    return env
+
+
+# -- set up ---------------------------------------------------------------------------------
+
+
+def test_set_up_is_exactly_two_commands_installing_trio() -> None:
+    (setup,) = blocks("sh", section("Set up"))
+    install, demo = setup.strip().splitlines()
+    assert "pip install '.[trio]'" in install
+    assert demo == "hookrun demo --backend trio"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(req.startswith("trio") for req in extras["trio"])
+
+
+def test_the_demo_command_of_the_readme_runs_as_printed(tmp_path: Path) -> None:
+    (setup,) = blocks("sh", section("Set up"))
+    demo = setup.strip().splitlines()[1]
+    done = subprocess.run(
+        demo, shell=True, cwd=tmp_path, env=env_with_venv_first(tmp_path),
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "on the trio backend" in done.stdout and "the pipeline ended cleanly" in done.stdout
+    assert "(2 sessions created, one recovery)" in done.stdout
+    (made,) = tmp_path.glob("hookrun-demo-*")  # the default output directory, named in the output
+    assert str(made) in done.stdout
+
+
+@pytest.mark.slow
+def test_the_set_up_commands_work_on_a_fresh_copy(tmp_path: Path) -> None:
+    """Both lines verbatim, in a new environment: the demo runs on trio with only what the install brought."""
+    if os.environ.get("HOOKRUN_TESTS_OFFLINE"):
+        pytest.skip("HOOKRUN_TESTS_OFFLINE is set: this test installs from the package index")
+    (setup,) = blocks("sh", section("Set up"))
+    install, demo = setup.strip().splitlines()
+    tree = tmp_path / "hookrun"
+    tree.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, tree / name)
+    shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != str(Path(sys.executable).parent))
+    env["TMPDIR"] = str(tmp_path)
+    script = f"set -e\n{install}\n{demo}\npython -c 'import tqdm' 2>/dev/null && echo HAS_TQDM || true\n"
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "on the trio backend" in done.stdout and "(2 sessions created, one recovery)" in done.stdout
+    assert "backend:   trio" in done.stdout and "Traceback" not in done.stderr
+    assert "HAS_TQDM" not in done.stdout  # the bare install: the demo managed without the extras
+
+
+# -- quick start ----------------------------------------------------------------------------
+
+
+def test_the_quick_start_is_examples_quickstart_word_for_word() -> None:
+    (quick,) = blocks("python", section("Quick start"))
+    example = (ROOT / "examples" / "quickstart.py").read_text(encoding="utf-8")
+    docstring, body = example.split("\n", 1)
+    assert docstring.startswith('"""') and docstring.endswith('"""')
+    assert quick == body.lstrip("\n")
+
+
+@pytest.mark.parametrize("index", range(len(blocks("python"))))
+def test_every_python_block_runs_verbatim_as_a_script(index: int, tmp_path: Path) -> None:
+    code = blocks("python")[index]
+    done = subprocess.run(
+        [sys.executable, "-"], input=code, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    if "StopAtStepHook(last_step=3)" in code:
+        assert done.stdout.splitlines() == [
+            "step 1: loss 1.000", "step 2: loss 0.500", "step 3: loss 0.333", "[0.0, 2.0, 4.0]",
+        ]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("index", range(len(blocks("python"))))
+def test_every_python_block_runs_on_both_backends(index: int, backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, Any] = {"__name__": "readme_block"}
+    exec(compile(blocks("python")[index], f"README.md python block {index}", "exec"), namespace)
+    main = namespace["main"]
+    result = anyio.run(main, backend=backend)
+    if index == 0:
+        assert result == [0.0, 2.0, 4.0]
+        assert capsys.readouterr().out.splitlines() == ["step 1: loss 1.000", "step 2: loss 0.500", "step 3: loss 0.333"]
+
+
+# -- development ----------------------------------------------------------------------------
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    (command,) = blocks("sh", section("Development"))
+    command = command.strip()
+    assert command == "pip install -e '.[test]' && python -m pytest -q"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert command in ci.splitlines()
+    assert "rm -rf .venv" not in ci and "mktemp -d" in ci
+
+
+def test_the_test_extra_has_no_linters_and_dev_has_them() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {re.split(r"[<>=;\[ ]", req, maxsplit=1)[0] for req in extras["test"]}
+    assert not names & {"ruff", "mypy", "flake8", "black"}
+    assert {"ruff", "mypy"} <= {re.split(r"[<>=;\[ ]", req, maxsplit=1)[0] for req in extras["dev"]}
+    assert {"trio", "uvloop", "tensorboard", "progress", "ray", "dask", "otel", "prometheus", "all"} <= set(extras)
+    every_other = set(extras) - {"all", "test", "docs", "dev"}
+    (everything,) = extras["all"]
+    assert set(everything.split("[", 1)[1].rstrip("]").split(",")) == every_other
+
+
+# -- claims ---------------------------------------------------------------------------------
+
+
+def benchmark_medians(row: str) -> list[float]:
+    table = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    match = re.search(rf"^\| {re.escape(row)} \|(.*)$", table, flags=re.MULTILINE)
+    assert match is not None, f"docs/benchmarks.md has no row {row!r}"
+    cells = [cell.strip() for cell in match.group(1).split("|")][:3]  # asyncio, uvloop, trio
+    return [float(cell.split(" [")[0]) for cell in cells]
+
+
+@pytest.mark.parametrize(("row", "kind"), [("async K=10", "async"), ("plain K=10", "plain")])
+def test_the_readmes_figures_are_the_benchmarks(row: str, kind: str) -> None:
+    medians = benchmark_medians(row)
+    claim = f"{min(medians):.3g}\u2013{max(medians):.3g} µs"  # an en dash
+    assert f"{claim} ({kind})" in README, f"README should say {claim} for ten {kind} hooks"
+    assert claim in section("What you get")
+
+
+def test_links_to_files_of_the_repository_resolve() -> None:
+    for target in re.findall(r"\]\(([^)#]+)\)", README):
+        if not target.startswith(("http://", "https://")):
+            assert (ROOT / target).exists(), f"README links to missing {target}"

@@ -1,0 +1,79 @@
+"""What ``pip install .`` installs: a wheel with the typing marker, the licence, the metadata and the command."""
+
+from __future__ import annotations
+
+import email.parser
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import hookrun
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    """Build the wheel from a copy of the sources (the checkout gets no build/ directory)."""
+    tree = tmp_path_factory.mktemp("tree")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, tree / name)
+    shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(tree)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )
+    (built,) = out.glob("hookrun-*.whl")
+    return zipfile.ZipFile(built)
+
+
+def metadata(wheel: zipfile.ZipFile) -> email.message.Message:
+    (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    return email.parser.Parser().parsestr(wheel.read(name).decode())
+
+
+def test_the_wheel_holds_the_package_and_its_typing_marker(wheel: zipfile.ZipFile) -> None:
+    names = set(wheel.namelist())
+    assert "hookrun/py.typed" in names
+    assert {"hookrun/__init__.py", "hookrun/__main__.py", "hookrun/_iterate.py", "hookrun/hooks/__init__.py"} <= names
+    assert not [n for n in names if n.startswith(("tests/", "examples/", "benchmarks/"))]
+
+
+def test_the_wheel_carries_the_licence_and_the_metadata(wheel: zipfile.ZipFile) -> None:
+    meta = metadata(wheel)
+    assert meta["Version"] == hookrun.__version__  # the version has one home: hookrun.__version__
+    assert meta["License-Expression"] == "Apache-2.0"
+    licence = [n for n in wheel.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+    assert licence and "Apache License" in wheel.read(licence[0]).decode()
+    assert meta.get_all("Project-URL") and len(meta.get_all("Classifier") or []) >= 10
+    extras = set(meta.get_all("Provides-Extra") or [])
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    assert extras == declared
+    assert "anyio<5,>=4.11" in (meta.get_all("Requires-Dist") or [])
+
+
+def test_the_wheel_installs_the_hookrun_command(wheel: zipfile.ZipFile) -> None:
+    (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    assert "hookrun = hookrun.__main__:main" in wheel.read(name).decode()
+
+
+def test_the_version_is_written_in_one_place_only() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert (ROOT / "src/hookrun/__init__.py").read_text().count(f'__version__ = "{hookrun.__version__}"') == 1
+
+
+def test_importing_hookrun_imports_no_optional_engine() -> None:
+    code = (
+        "import sys, hookrun, hookrun.hooks\n"
+        "heavy = {'trio', 'tensorboardX', 'tqdm', 'ray', 'dask', 'numpy', 'uvloop', 'opentelemetry', 'prometheus_client'}\n"
+        "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
