@@ -83,13 +83,12 @@ class PhasePlan:
         #: so that running the phase needs a cancel scope around the calling task.
         first_async = next((p for p, call in enumerate(self.calls) if call.is_async), len(self.calls))
         self.cancellable = first_async < len(self.calls) - 1
-        #: Per position: the functions of the async calls from there up to the next plain
-        #: function (or the end), which are started in one loop; None at a plain function.
-        runs: list[tuple[Callable[..., Any], ...] | None] = []
-        run: tuple[Callable[..., Any], ...] = ()
+        #: Per position: ``(is_async, functions)``, the functions of the calls from there up
+        #: to the next call of the other kind (or the end), which are started in one loop.
+        runs: list[tuple[bool, tuple[Callable[..., Any], ...]]] = []
         for call in reversed(self.calls):  # from the end: each run extends the one after it
-            run = (call.fn, *run) if call.is_async else ()
-            runs.append(run if call.is_async else None)
+            after = runs[-1] if runs and runs[-1][0] is call.is_async else (call.is_async, ())
+            runs.append((call.is_async, (call.fn, *after[1])))
         runs.reverse()
         self.runs = tuple(runs)
 

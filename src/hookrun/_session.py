@@ -77,6 +77,7 @@ class State(enum.Enum):
 
 #: States in which a step may start (RECOVERING and BROKEN: after recovering first).
 _STEPPABLE = frozenset({State.OPEN, State.RECOVERING, State.BROKEN})
+_OPEN = State.OPEN  # read on every step: a module global is cheaper than an enum attribute
 
 
 class StepContext:
@@ -138,9 +139,11 @@ class _MonitoredSessionBase(Stepping):
         self._begin, self._after_create = plans["begin"], plans["after_create_session"]
         self._before, self._after, self._end = plans["before_run"], plans["after_run"], plans["end"]
         self._hooked = bool(self._before.calls or self._after.calls)
-        self._step = self._run_hooked if self._hooked else self._run_bare
         #: Whether a step needs a cancel scope around its phases (a phase has several async hooks).
         self._step_scoped = self._before.cancellable or self._after.cancellable
+        self._step = (
+            self._run_bare if not self._hooked else self._run_hooked if self._step_scoped else self._hooked_step
+        )
         self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
         #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
@@ -429,14 +432,16 @@ class _MonitoredSessionBase(Stepping):
         run_metadata: RunMetadata | None = None,
     ) -> Any:
         """One step: before_run → session run → after_run; returns the caller's fetches."""
-        self._admit("run()")
+        open_ = self._state is _OPEN
+        if not open_ or self._busy or self._hook_stop:
+            self._admit("run()")
         if feed_dict is not None and type(feed_dict) is not dict:
             check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
         self._busy = True
         try:
             if not self._recovers:
                 return await self._step(fetches, feed_dict, options, run_metadata)
-            if self._needs_recovery():
+            if not open_ or self._coord.should_stop():  # type: ignore[union-attr]  # OPEN: it exists
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
             try:
                 return await self._step(fetches, feed_dict, options, run_metadata)

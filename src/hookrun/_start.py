@@ -55,28 +55,41 @@ class Failed(NamedTuple):
 def start_calls(plan: PhasePlan, args: Args, results: list[Any], position: int) -> Suspended | Failed | None:
     """Start the calls of ``plan`` from ``position`` on, in place, until one suspends or
     fails; ``None`` when every call finished (their results are in ``results``)."""
-    runs, calls = plan.runs, plan.calls
+    runs = plan.runs
     count = len(runs)
     while position < count:
-        run = runs[position]
-        if run is None:  # a plain function
-            call = calls[position]
-            try:
-                result = call.fn(*args[position])
-                if result is not None and type(result) is not SessionRunArgs:
-                    check_plain_result(call, result)
-            except Exception as exc:
-                return Failed(position, exc)
-            results[position] = result
-            position += 1
-            continue
-        base = copy_context()
-        context = base.copy()
-        started = context.run(_start_async, run, args, results, position, context, base)
+        is_async, fns = runs[position]
+        started: int | Suspended | Failed
+        if not is_async:
+            started = _call_plain(plan, fns, args, results, position)
+        elif len(fns) == 1:  # nothing after it shares its context: no snapshot to compare with
+            context = copy_context()
+            started = context.run(_start_async, fns, args, results, position, context, context)
+        else:
+            base = copy_context()
+            context = base.copy()
+            started = context.run(_start_async, fns, args, results, position, context, base)
         if type(started) is not int:
             return started  # type: ignore[return-value]
         position = started
     return None
+
+
+def _call_plain(
+    plan: PhasePlan, fns: tuple[Callable[..., Any], ...], args: Args, results: list[Any], position: int
+) -> int | Failed:
+    """Call the consecutive plain functions ``fns`` (the first at ``position``) in the current
+    context; return the position after them, or the first failure."""
+    for fn in fns:
+        try:
+            result = fn(*args[position])
+            if result is not None and type(result) is not SessionRunArgs:
+                check_plain_result(plan.calls[position], result)
+        except Exception as exc:
+            return Failed(position, exc)
+        results[position] = result
+        position += 1
+    return position
 
 
 def _start_async(
@@ -85,6 +98,7 @@ def _start_async(
     """Run inside ``context``: start the consecutive async calls ``fns`` (the first at
     ``position``) while each finishes without suspending and leaves ``context`` equal to
     ``base``; return the position of the next call to start, or what stopped the loop."""
+    last = position + len(fns) - 1  # the run's last call: nothing after it shares ``context``
     for fn in fns:
         try:
             coro = fn(*args[position])
@@ -92,7 +106,7 @@ def _start_async(
         except StopIteration as stop:
             results[position] = stop.value
             position += 1
-            if context != base:  # it set a variable: the next call needs a fresh copy
+            if position <= last and context != base:  # it set a variable: the next needs a fresh copy
                 return position
             continue
         except Exception as exc:

@@ -82,8 +82,9 @@ class Stepping:
 
     async def _hooked_step(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
-        run_metadata: RunMetadata | None, scope: anyio.CancelScope | None,
+        run_metadata: RunMetadata | None, scope: anyio.CancelScope | None = None,
     ) -> Any:
+        """A step with hooks (``scope``: the step's cancel scope, when a phase needs one)."""
         raw = self._raw
         if raw is None:
             self._refuse_broken()
@@ -98,7 +99,11 @@ class Stepping:
         if before.calls:
             started = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
             requests = started if type(started) is list else await started  # type: ignore[misc]
-        keys, shape, shapes, feeds, merged = self._gather(fetches, feed_dict, merged, requests)
+        if requests and requests.count(None) != len(requests):
+            keys, shape, shapes, feeds, merged = self._gather(fetches, feed_dict, merged, requests)
+        else:  # no hook asked for anything
+            keys, shapes, feeds = [], None, feed_dict
+            shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
         if trace is not None and not merged.trace:
             del metadata.timings[:]  # timed in case a hook asked for a trace; none did
         try:
@@ -111,7 +116,11 @@ class Stepping:
         after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
         after = self._after
         if after.calls:
-            args = _after_run_args(after.calls, ctx, shapes, values, merged, metadata, after_step)
+            if shapes is None:  # no hook fetched anything: they all get the same values
+                nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
+                args = [(ctx, nothing)] * len(after.calls)
+            else:
+                args = _after_run_args(after.calls, ctx, shapes, values, merged, metadata, after_step)
             finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
             if type(finishing) is not list:
                 await finishing  # type: ignore[misc]
@@ -123,10 +132,6 @@ class Stepping:
         """The one run the step makes of the caller's fetches and the hooks' requests: its
         keys, the caller's shape, each hook's shape (by hook index), the merged feeds and
         options. The layout of the last step is reused while the requests fit it."""
-        if not requests or requests.count(None) == len(requests):
-            keys: list[Hashable] = []
-            shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-            return keys, shape, None, feed_dict, options
         layout = self._layout
         if layout is None or not layout.fits(fetches, requests):
             layout = self._layout = FetchLayout(fetches, self._before.calls, requests)
@@ -135,14 +140,12 @@ class Stepping:
 
 
 def _after_run_args(
-    calls: Sequence[Call], ctx: SessionRunContext, shapes: dict[int, Any] | None, values: Sequence[Any],
+    calls: Sequence[Call], ctx: SessionRunContext, shapes: dict[int, Any], values: Sequence[Any],
     options: RunOptions, metadata: RunMetadata, step: int,
 ) -> list[tuple[Any, ...]]:
     """Each after_run call's ``(run_context, run_values)``: exactly the structure its hook
     fetched (``results`` None if it fetched nothing)."""
     nothing = _new_tuple(SessionRunValues, (None, options, metadata, step))
-    if shapes is None:
-        return [(ctx, nothing)] * len(calls)
     return [
         (ctx, nothing if call.index not in shapes else _new_tuple(
             SessionRunValues, (_nest.pack(shapes[call.index], values), options, metadata, step)
