@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
+import hookrun
 from hookrun import AbortedError, MonitoredSession, RetryPolicy, SingularMonitoredSession
 from hookrun.testing import ScriptedCreator
 
@@ -89,3 +91,64 @@ async def test_run_cancelled_during_recovery_leaves_the_session_usable() -> None
         with anyio.fail_after(5):
             assert await sess.run(["x"]) == [1]
     assert all(s.closed == 1 for s in creator.sessions)
+
+
+@pytest.mark.anyio
+async def test_a_recovery_cancelled_by_the_caller_is_resumed_by_the_next_run() -> None:
+    """Several hooks fail with AbortedError in the same step and the caller cancels run()
+    while recovery waits: the failed session is not stepped again; the next run() closes
+    it and creates a new one first (the long profile's "(2, 3) sessions" scenario)."""
+    raised = anyio.Event()
+    creator = ScriptedCreator({"x": 1})
+
+    class Aborts(hookrun.SessionRunHook):
+        async def after_run(self, run_context: Any, run_values: Any) -> None:
+            if run_context.session is creator.sessions[0]:  # every hook fails on the first session
+                await anyio.lowlevel.checkpoint()
+                raised.set()
+                raise AbortedError("lost")
+
+    slow_retry = RetryPolicy(max_attempts=None, initial_delay=30, jitter=False)
+    async with MonitoredSession(creator, [Aborts(), Aborts(), Aborts()], retry=slow_retry) as sess:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                with anyio.CancelScope() as scope:
+
+                    async def cancel_once_recovering() -> None:
+                        await raised.wait()
+                        await anyio.wait_all_tasks_blocked()  # run() waits to retry
+                        scope.cancel()
+
+                    tg.start_soon(cancel_once_recovering)
+                    await sess.run("x")
+        assert scope.cancelled_caught
+        assert len(creator.sessions) == 1 and creator.sessions[0].closed == 0
+        assert not sess.should_stop()
+        assert await sess.run("x") == 1
+        assert len(creator.sessions) == 2 and creator.sessions[0].closed == 1
+        assert sess.raw_session() is creator.sessions[1]
+        assert creator.sessions[0].steps == 1 and creator.sessions[1].steps == 1
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_long_profile_scenario_matches_the_model(backend: str) -> None:
+    """The generated scenario that once failed: three hooks whose async after_run raises
+    AbortedError on its first call after a short sleep, runs mixed with runs cancelled
+    after 0.5-1 ms, an OutOfRangeError exit; the outcome depends on timing, and the model,
+    which reads what happened, agrees with the runtime every time."""
+    from .model import check_scenario, run_scenario
+    from .strategies import SLEEP, Action, CallerAction, HookPlan, Scenario
+
+    hooks = [
+        HookPlan(f"h{i}", {"after_run": "async"}, {"after_run": (Action(delay=SLEEP, sleep=s, effect="aborted"),)})
+        for i, s in enumerate((0.001, 0.001, 0.002))
+    ]
+    hooks.append(HookPlan("h3", {"before_run": "async", "after_run": "sync"}, {}))
+    for delay in (0.0005, 0.001):
+        for kinds in (("cancel", "run"), ("run", "cancel", "run"), ("cancel", "cancel", "run")):
+            scenario = Scenario(
+                singular=False, hooks=tuple(hooks), session_errors={}, hang_at={}, creator_errors={},
+                max_attempts=3, actions=tuple(CallerAction(kind, None, {}, delay) for kind in kinds), exit="oor",
+            )
+            for _ in range(5):
+                check_scenario(scenario, anyio.run(run_scenario, scenario, backend=backend))
