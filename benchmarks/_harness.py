@@ -1,6 +1,6 @@
 """Timing machinery shared by the benchmark runner and the peer benchmarks.
 
-Method (``shared/reference/perf_anchors.md`` §2): every case is an async *sampler*
+Method: every case is an async *sampler*
 ``sample(n) -> ns`` that sets itself up, runs ``gc.collect()``, and times a loop of
 ``n`` steps with ``time.perf_counter_ns`` (set-up and tear-down excluded). Each case
 is calibrated once so that one sample lasts about ``sample_ms``; then every round

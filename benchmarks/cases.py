@@ -346,7 +346,7 @@ def _pooled_workers(k: int, contexts: bool = False, native: bool = False) -> Cal
     hook awaited in the calling task and ``k - 1`` handed to parked worker tasks, one
     ``anyio.Event`` to wake each and one to join (no error handling, no cancel scope).
 
-    With ``contexts``, every hook runs in its own copied context as issue 3 requires:
+    With ``contexts``, every hook runs in its own copied context as hookrun isolates hooks:
     started in place with ``Context.run`` and driven through a trampoline in it. With
     ``native``, the wake-ups are the backend's own (hookrun's ``Waker``: a bare future
     on asyncio, a rescheduled task on trio) instead of ``anyio.Event``."""

@@ -1,4 +1,4 @@
-"""The reference step of ``perf_anchors.md`` §3.2, rebuilt to be measured in the same process.
+"""The reference step (the eager, drive-in-place step of the reference figures), rebuilt to be measured in the same process.
 
 The issue's targets were derived from a ~100-line step measured on another day:
 "eager, drive-in-place" dispatch, arity-specialised (0.92 / 1.8 / 8.0 / 65 µs of
@@ -15,7 +15,7 @@ other duties (validation, recovery, coordinator, error rule, cancel scopes,
 options, nested fetch structures), so it is a floor, not a peer.
 
 ``copy_contexts`` chooses whether each hook runs in its own copy of the context
-(as a task would, and as hookrun does); perf_anchors does not say whether its
+(as a task would, and as hookrun does); the reference figures do not say whether their
 reference did, so both are measured.
 """
 
@@ -138,7 +138,7 @@ class ReferenceSession:
         if ctx.stop_requested:
             self.stop = True
 
-    # The fast path specialised by arity (perf_anchors' "eagerfast"): no ``*args``.
+    # The fast path specialised by arity (the reference's "eagerfast" variant): no ``*args``.
 
     def _start1(self, calls: Sequence[tuple[Callable[..., Any], bool]], a: Any) -> list[Any] | Coroutine[Any, Any, list[Any]]:
         results: list[Any] = []

@@ -1,4 +1,4 @@
-"""The targets of issue 3, their evaluation, and the readable tables.
+"""The performance targets, their evaluation, and the readable tables.
 
 ``evaluate(result)`` turns a result document (see ``run.py``) into one row per
 target and backend: what was measured, the limit, and PASS or MISS. ``render``
@@ -15,14 +15,14 @@ from .memory import FLAT_BLOCKS
 
 __all__ = ["evaluate", "fmt", "render"]
 
-#: Overhead limits over the bare step, µs per step, for K = 0 / 1 / 10 / 100 (issue 3).
+#: Overhead limits over the bare step, µs per step, for K = 0 / 1 / 10 / 100.
 ASYNC_LIMITS = dict(zip(HOOK_COUNTS, (1.5, 3.0, 10.0, 70.0), strict=True))
 PLAIN_LIMITS = dict(zip(HOOK_COUNTS, (1.5, 2.0, 4.0, 20.0), strict=True))
 FETCH_EXTRA_PER_HOOK = 0.2
 SUSPEND_10_LIMIT = 150.0
-#: Step time / single-sleep floor for 10 sleeping hooks (issue 3).
+#: Step time / single-sleep floor for 10 sleeping hooks.
 CONCURRENCY_LIMITS = {"asyncio": 1.06, "uvloop": 1.06, "trio": 1.08}
-#: Extra concurrency targets from perf_anchors.md §4.2.
+#: Extra concurrency targets (mixed sleepers, many sleepers).
 MIXED_LIMIT = 1.03
 SLEEP_100_LIMITS = {"asyncio": 1.35, "uvloop": 1.25, "trio": 1.5}
 BACKEND_SPREAD = 1.1
@@ -31,7 +31,7 @@ ANCHOR_IMPORT_ANYIO_MS = 31.0
 
 Row = dict[str, Any]
 
-def _row(target: str, backend: str, measured: float | None, limit: float, unit: str, source: str = "issue 3") -> Row:
+def _row(target: str, backend: str, measured: float | None, limit: float, unit: str, source: str = "step target") -> Row:
     status = "n/a" if measured is None else ("PASS" if measured <= limit else "MISS")
     return {
         "target": target,
@@ -77,7 +77,7 @@ def _concurrency_rows(backend: str, data: Mapping[str, Any]) -> list[Row]:
     def ratio(name: str) -> float | None:
         return _median(conc[name]["ratio_to_floor"]) if name in conc else None
 
-    anchors = "perf_anchors §4.2"
+    anchors = "concurrency target"
     return [
         _row("concurrency: 10 hooks sleeping 10 ms", backend, ratio("sleep_10"), CONCURRENCY_LIMITS[backend], "x floor"),
         _row("concurrency: 1 sleeping + 9 no-op", backend, ratio("mixed_1_sleep_9_noop"), MIXED_LIMIT, "x floor", anchors),
@@ -113,9 +113,9 @@ def _spread_rows(rows: list[Row]) -> list[Row]:
     return out
 
 #: The same-process yardstick of each µs target row, and what it cost on the machine of
-#: perf_anchors.md (asyncio): the derived ratio ``row / yardstick`` times that figure is
+#: the reference figures (asyncio): the derived ratio ``row / yardstick`` times that figure is
 #: the row's figure at the anchors' speed. The reference step (``reference.py``) is
-#: perf_anchors T2's arity-specialised eager step; the naive design is T2's anyio_tg.
+#: the reference's arity-specialised eager step; the naive design is an anyio task group per phase.
 ANCHOR_REFERENCE = {
     **{f"async no-op hooks, K={k}": (f"async_{k} / ref_async_{k}", v) for k, v in zip(HOOK_COUNTS, (0.918, 1.82, 8.04, 64.7), strict=True)},
     **{f"plain-function hooks, K={k}": (f"plain_{k} / ref_plain_{k}", v) for k, v in zip(HOOK_COUNTS, (0.923, 1.12, 2.65, 15.3), strict=True)},
@@ -127,7 +127,7 @@ ANCHOR_REFERENCE = {
 def _at_anchor_speed(rows: list[Row], data: Mapping[str, Any]) -> None:
     """Add ``normalised``: the row's figure at the anchors' speed, from its ratio to a
     yardstick measured in the same rounds (informative: the yardstick's figure on the
-    anchors' machine comes from perf_anchors.md, on its workload)."""
+    anchors' machine comes from the reference figures, on their workload)."""
     for row in rows:
         ref = ANCHOR_REFERENCE.get(row["target"])
         ratio = _median(data["derived"].get(ref[0])) if ref else None

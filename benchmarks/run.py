@@ -37,7 +37,7 @@ BACKENDS: dict[str, tuple[str, dict[str, Any]]] = {
     "uvloop": ("asyncio", {"use_uvloop": True}),
     "trio": ("trio", {}),
 }
-#: perf_anchors.md T1: 2 x seq_await_100 on asyncio (us), to compare machine speed with.
+#: The reference figures' 2 x seq_await_100 on asyncio (us), to compare machine speed with.
 ANCHOR_SEQ_AWAIT_200 = 18.48
 #: Settings of a full run and of ``--quick`` (a CI smoke run, well under a minute).
 FULL = {"rounds": 7, "sample_ms": 120.0, "conc_steps": 50, "conc_rounds": 5, "memory_steps": 1_000_000, "import_runs": 15}
@@ -134,8 +134,8 @@ def _derived(m: Measurement) -> dict[str, Stats]:
     for top in ("suspend_10", "probe_pool_ctx_suspend_10", "probe_pool_native_suspend_10"):
         _add_ratio(out, m, f"{top} / {naive}", (top, BASELINE), (naive, BASELINE))
     if "probe_seq_await_100" in m.steps:
-        # 200 inline awaits; perf_anchors.md T1 has 9.24 us per 100 (seq_await_100, asyncio).
-        out["slowdown vs perf_anchors (probe_seq_await_100 / 18.5 us)"] = m.derive(
+        # 200 inline awaits; the reference figures have 9.24 us per 100 (seq_await_100, asyncio).
+        out["slowdown vs the anchor figures (probe_seq_await_100 / 18.5 us)"] = m.derive(
             _difference("probe_seq_await_100", BASELINE, 1 / ANCHOR_SEQ_AWAIT_200)
         )
     return out
