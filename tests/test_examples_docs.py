@@ -141,6 +141,8 @@ def test_the_api_reference_covers_every_public_name() -> None:
     missing += [n for n in hookrun.hooks.__all__ if not documented(n, "hookrun.hooks")]
     assert not missing, f"not in docs/reference: {missing}"
     assert "::: hookrun.testing\n" in pages
+    for module in ("hookrun.ray", "hookrun.dask", "hookrun.remote.await_future"):
+        assert f"::: {module}\n" in pages, f"{module} is not in docs/reference"
 
 
 def test_getting_started_installs_and_runs_the_demo_as_the_readme_does() -> None:
