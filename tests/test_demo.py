@@ -47,12 +47,21 @@ async def test_demo_recovers_once_and_writes_summaries_and_traces(tmp_path: Path
         trace = json.loads(path.read_text())
         names = {event["name"] for event in trace["traceEvents"]}
         assert "run" in names and any(name.startswith("after_run:") for name in names)
+    # Checkpoints: at each creation, every 10 steps, at the end; the newest five are kept.
+    assert report.checkpoint_dir == tmp_path / "checkpoints"
+    steps = [info.step for info in report.checkpoints]
+    assert steps == sorted(steps) and steps[-1] == 30 and len(steps) == 5
+    assert sorted(path.name for path in report.checkpoint_dir.glob("ckpt-*")) == sorted(f"ckpt-{s}" for s in steps)
+    restored = await hookrun.Checkpointer(report.checkpoint_dir).restore()
+    assert restored is not None and restored.step == 30
+    assert restored.state["session"] == {"w": report.model.w, "b": report.model.b}
 
 
 @pytest.mark.anyio
 async def test_demo_without_a_failure_reports_no_recovery(tmp_path: Path) -> None:
     report = await run_demo(2, tmp_path, say=lambda line: None, delay=0.0)
     assert (report.steps, report.sessions, report.recoveries) == (2, 1, 0)
+    assert [info.step for info in report.checkpoints] == [0, 2]  # at the creation and at the end
 
 
 @pytest.mark.anyio
@@ -84,6 +93,8 @@ def test_demo_command_runs_and_says_what_it_did(backend: str, tmp_path: Path) ->
     assert f"summaries: {out / 'tensorboard'}" in stdout and f"traces:    {out / 'traces'}" in stdout
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert len(list((out / "traces").glob("timeline-*.json"))) == 3
+    assert f"checkpoints: {out / 'checkpoints'} (5 kept: ckpt-0, ..., ckpt-30; the latest holds step 30" in stdout
+    assert (out / "checkpoints" / "ckpt-30").is_file()
     # The hooks' log lines show: the demo configures logging.
     assert "re-creating the session after UnavailableError('worker 1 lost (simulated)')" in stderr
     assert "hookrun: loss = " in stderr and "global_step/sec" in stderr and "step 30/30" in stderr

@@ -141,3 +141,26 @@ def test_the_api_reference_covers_every_public_name() -> None:
     missing += [n for n in hookrun.hooks.__all__ if not documented(n, "hookrun.hooks")]
     assert not missing, f"not in docs/reference: {missing}"
     assert "::: hookrun.testing\n" in pages
+    for module in ("hookrun.ray", "hookrun.dask", "hookrun.remote.await_future"):
+        assert f"::: {module}\n" in pages, f"{module} is not in docs/reference"
+
+
+def test_getting_started_installs_and_runs_the_demo_as_the_readme_does() -> None:
+    def first_sh_line(text: str) -> str:
+        match = re.search(r"^```sh\n(.*?)$", text, flags=re.MULTILINE)
+        assert match is not None
+        return match.group(1)
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    assert first_sh_line(page) == first_sh_line(readme.split("## Set up", 1)[1])
+    assert "checkpoints: " in page  # the demo's output as it now prints it
+
+
+def test_the_docs_cite_nothing_a_user_does_not_have() -> None:
+    """No behaviour contract, issue numbers, internal trace labels or one machine's paths."""
+    texts = {path: path.read_text(encoding="utf-8") for path in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]}
+    for path, text in texts.items():
+        for pattern in (r"SPEC(\.md)?\b", r"\b[Ii]ssue #?\d", r"\[T\d\d\]|\btrace T\d", r"/work/|/home/\w"):
+            assert not re.search(pattern, text), f"{path.name} matches {pattern!r}"
+        assert "16 runs" not in text and "16 times in a row" not in text

@@ -39,19 +39,47 @@ def env_with_venv_first(tmp_path: Path) -> dict[str, str]:
 
 # -- set up ---------------------------------------------------------------------------------
 
+TEST_COMMAND = (
+    ".venv/bin/pip install -e '.[test]' && .venv/bin/python -m coverage run -m pytest -q "
+    "&& .venv/bin/python -m coverage report"
+)
 
-def test_set_up_is_exactly_two_commands_installing_trio() -> None:
+
+def set_up_commands() -> tuple[str, str]:
+    """The README's two set-up commands: install and run the demo; run the tests."""
     (setup,) = blocks("sh", section("Set up"))
-    install, demo = setup.strip().splitlines()
-    assert "pip install '.[trio]'" in install
-    assert demo == "hookrun demo --backend trio"
+    demo, tests = setup.strip().splitlines()
+    return demo, tests
+
+
+def test_set_up_is_exactly_two_commands_installing_trio_and_running_the_demo() -> None:
+    demo, tests = set_up_commands()
+    parts = demo.split(" && ")
+    assert parts == [
+        "python3 -m venv .venv", ".venv/bin/pip install -e '.[trio]'", ".venv/bin/hookrun demo --backend trio",
+    ]
+    assert tests == TEST_COMMAND
+    assert tests.startswith(".venv/bin/pip install -e ")  # editable, as the first command's install
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert any(req.startswith("trio") for req in extras["trio"])
+    assert any(req.startswith("coverage") for req in extras["test"])
+
+
+def test_the_coverage_report_is_a_branch_coverage_floor_on_the_runtime_core() -> None:
+    coverage = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["coverage"]
+    assert coverage["run"] == {"branch": True, "source": ["hookrun"]}
+    report = coverage["report"]
+    assert report["fail_under"] == 95 and report["show_missing"] and report["skip_covered"]
+    core = {"_dispatch", "_start", "_workers", "_failures", "_plan", "_wake", "_session", "_stepping"}
+    assert set(report["include"]) == {f"*/hookrun/{name}.py" for name in core}
+    for pattern in report["include"]:
+        assert (ROOT / "src" / "hookrun" / pattern.rsplit("/", 1)[1]).is_file(), pattern
+    assert "95 %" in section("Set up")
 
 
 def test_the_demo_command_of_the_readme_runs_as_printed(tmp_path: Path) -> None:
-    (setup,) = blocks("sh", section("Set up"))
-    demo = setup.strip().splitlines()[1]
+    """The demo part of the first command, with the environment the tests run in as its .venv."""
+    demo = set_up_commands()[0].split(" && ")[-1].removeprefix(".venv/bin/")
     done = subprocess.run(
         demo, shell=True, cwd=tmp_path, env=env_with_venv_first(tmp_path),
         capture_output=True, text=True, timeout=120, check=False,
@@ -65,11 +93,11 @@ def test_the_demo_command_of_the_readme_runs_as_printed(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_set_up_commands_work_on_a_fresh_copy(tmp_path: Path) -> None:
-    """Both lines verbatim, in a new environment: the demo runs on trio with only what the install brought."""
+    """The first command verbatim, in a new environment: the demo runs on trio with only what
+    the install brought. (The second is the command that runs this test.)"""
     if os.environ.get("HOOKRUN_TESTS_OFFLINE"):
         pytest.skip("HOOKRUN_TESTS_OFFLINE is set: this test installs from the package index")
-    (setup,) = blocks("sh", section("Set up"))
-    install, demo = setup.strip().splitlines()
+    demo = set_up_commands()[0]
     tree = tmp_path / "hookrun"
     tree.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
@@ -78,7 +106,7 @@ def test_the_set_up_commands_work_on_a_fresh_copy(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != str(Path(sys.executable).parent))
     env["TMPDIR"] = str(tmp_path)
-    script = f"set -e\n{install}\n{demo}\npython -c 'import tqdm' 2>/dev/null && echo HAS_TQDM || true\n"
+    script = f"set -e\n{demo}\n.venv/bin/python -c 'import tqdm' 2>/dev/null && echo HAS_TQDM || true\n"
     done = subprocess.run(
         ["bash", "-c", script], cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
@@ -128,12 +156,14 @@ def test_every_python_block_runs_on_both_backends(index: int, backend: str, caps
 
 
 def test_ci_runs_exactly_the_readmes_test_command() -> None:
-    (command,) = blocks("sh", section("Development"))
-    command = command.strip()
-    assert command == "pip install -e '.[test]' && python -m pytest -q"
+    """.ci/run puts its own environment first on PATH, so it runs the command without the
+    .venv/bin/ prefix of a user's environment."""
+    command = set_up_commands()[1]
     ci = (ROOT / ".ci" / "run").read_text()
-    assert command in ci.splitlines()
+    assert command.replace(".venv/bin/", "") in ci.splitlines()
+    assert 'export PATH="$VIRTUAL_ENV/bin:$PATH"' in ci
     assert "rm -rf .venv" not in ci and "mktemp -d" in ci
+    assert not blocks("sh", section("Development"))  # one place for the test command
 
 
 def test_the_test_extra_has_no_linters_and_dev_has_them() -> None:

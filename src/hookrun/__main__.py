@@ -16,11 +16,14 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from ._demo import DemoReport
 
 __all__ = ["main"]
 
@@ -61,7 +64,7 @@ def _parser() -> tuple[_Parser, _Parser]:
     demo.add_argument("--steps", type=_steps, default=30, metavar="N", help="number of batches (default: 30)")
     demo.add_argument(
         "--out", type=Path, default=None, metavar="DIR",
-        help="where summaries and traces go (default: a new temporary directory)",
+        help="where summaries, traces and checkpoints go (default: a new temporary directory)",
     )
     return parser, demo
 
@@ -100,6 +103,16 @@ def _traces_line(traces: Sequence[Path]) -> str:
     return f"{traces[0].parent} ({count}: {shown}; open in https://ui.perfetto.dev)"
 
 
+def _checkpoints_line(report: DemoReport) -> str:
+    kept = report.checkpoints
+    if not kept:
+        return f"{report.checkpoint_dir} (none)"
+    names = [Path(info.path).name for info in kept]
+    shown = ", ".join(names) if len(names) <= 3 else f"{names[0]}, ..., {names[-1]}"
+    count = f"{len(names)} kept: {shown}"
+    return f"{report.checkpoint_dir} ({count}; the latest holds step {kept[-1].step} and the model)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser, demo = _parser()
@@ -129,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report.summary_format.startswith("TensorBoard"):
         print(f"             view them with: tensorboard --logdir {report.summaries}")
     print(f"  traces:    {_traces_line(report.traces)}")
-    # Checkpoints and the hook statistics table report their outputs here once the demo has them.
+    print(f"  checkpoints: {_checkpoints_line(report)}")
+    # The hook statistics table reports its output here once the demo has it.
     print(f"  backend:   {report.backend}")
     return 0
 

@@ -5,7 +5,9 @@ of points, compute the gradient of a linear model on it and update the model
 (which lives with the driver, as on a parameter server); each step waits a
 little, as a remote call would. The first worker is lost part-way (it raises
 ``UnavailableError`` before touching the model), so the monitored session
-re-creates it and re-runs that step with the same batch. The input is an async
+re-creates it and re-runs that step with the same batch. A checkpoint saver
+writes the global step and the model (the session's ``state_dict``) every ten
+steps, at each session creation and at the end. The input is an async
 generator of feed dicts: when it is exhausted, ``iterate`` ends and the
 session closes cleanly, every hook's ``end`` included.
 """
@@ -22,7 +24,8 @@ from typing import Any, TextIO
 import anyio
 import anyio.lowlevel
 
-from ._demo_hooks import build_hooks, open_summary_writer
+from ._checkpoint_index import CheckpointInfo
+from ._demo_hooks import build_hooks, open_checkpoint_saver, open_summary_writer
 from ._errors import UnavailableError
 from ._hooks import RunMetadata, RunOptions
 from ._recovery import RetryPolicy
@@ -56,6 +59,9 @@ class DemoReport:
     summaries: Path
     summary_format: str
     traces: list[Path] = field(default_factory=list)
+    checkpoint_dir: Path | None = None
+    #: The checkpoints kept at the end, oldest first.
+    checkpoints: list[CheckpointInfo] = field(default_factory=list)
 
     @property
     def recoveries(self) -> int:
@@ -92,6 +98,13 @@ class Worker:
             raise UnavailableError(f"{self} lost (simulated)")
         values: dict[Hashable, float] = self._train(feed_dict["batch"])
         return [values[key] for key in fetches]
+
+    def state_dict(self) -> dict[str, float]:
+        """What a checkpoint keeps of this session: the model's parameters."""
+        return {"w": self.model.w, "b": self.model.b}
+
+    def load_state_dict(self, state: Mapping[str, float]) -> None:
+        self.model.w, self.model.b = state["w"], state["b"]
 
     def _train(self, batch: Sequence[tuple[float, float]]) -> dict[Hashable, float]:
         m = self.model
@@ -131,7 +144,8 @@ async def run_demo(
 
     writer, summaries, summary_format = await anyio.to_thread.run_sync(open_summary_writer, out_dir)
     try:
-        hooks, _, profiler = build_hooks(steps, writer, out_dir, say, progress_file=progress_file)
+        saver = await anyio.to_thread.run_sync(open_checkpoint_saver, out_dir / "checkpoints")
+        hooks, _, profiler = build_hooks(steps, writer, out_dir, say, saver=saver, progress_file=progress_file)
         retry = RetryPolicy(initial_delay=0.05, max_attempts=3)
         done = 0
         async with MonitoredSession(create_worker, hooks, retry=retry) as session:
@@ -149,6 +163,8 @@ async def run_demo(
         summaries=summaries,
         summary_format=summary_format,
         traces=list(profiler.saved_files),
+        checkpoint_dir=Path(saver.checkpointer.directory),
+        checkpoints=saver.checkpointer.all(),
     )
 
 

@@ -1,10 +1,11 @@
 """The hooks of ``hookrun demo``, and where their summaries go.
 
 ``build_hooks`` assembles the built-in hooks the demo shows at once (progress,
-step rate, logged metrics, scalar summaries, Chrome traces) and one small hook
-of its own that reports each (re)created worker. ``open_summary_writer`` gives
-TensorBoard event files when tensorboardX is installed and a JSON-lines file
-otherwise, so the demo runs on the bare install.
+step rate, logged metrics, scalar summaries, Chrome traces, checkpoints) and one
+small hook of its own that reports each (re)created worker. ``open_summary_writer``
+gives TensorBoard event files when tensorboardX is installed and a JSON-lines file
+otherwise, so the demo runs on the bare install; ``open_checkpoint_saver`` makes
+the checkpoint saver (its constructor reads the directory: call it in a thread).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, TextIO
 from ._coordinator import Coordinator
 from ._hooks import SessionRunHook
 from .hooks import (
+    CheckpointSaverHook,
     LoggingTensorHook,
     ProfilerHook,
     ProgressBarHook,
@@ -28,7 +30,7 @@ from .hooks import (
     TensorBoardWriter,
 )
 
-__all__ = ["JsonLinesWriter", "WorkerReport", "build_hooks", "have", "open_summary_writer"]
+__all__ = ["JsonLinesWriter", "WorkerReport", "build_hooks", "have", "open_checkpoint_saver", "open_summary_writer"]
 
 
 def have(module: str) -> bool:
@@ -74,6 +76,12 @@ def open_summary_writer(out_dir: Path) -> tuple[SummaryWriter, Path, str]:
     return JsonLinesWriter(path), path, "JSON lines (pip install 'hookrun[tensorboard]' for TensorBoard files)"
 
 
+def open_checkpoint_saver(directory: Path) -> CheckpointSaverHook:
+    """The demo's checkpoint saver: every 10 steps, at each session creation and at the end
+    (blocking: it creates and reads ``directory``; call it in a thread)."""
+    return CheckpointSaverHook(directory, save_steps=10)
+
+
 class WorkerReport(SessionRunHook):
     """Says when a worker is ready: once at start, once more after every recovery."""
 
@@ -97,6 +105,7 @@ def build_hooks(
     out_dir: Path,
     say: Callable[[str], None],
     *,
+    saver: CheckpointSaverHook,
     progress_file: TextIO | None = None,
 ) -> tuple[list[object], WorkerReport, ProfilerHook]:
     """The demo's hooks; the report and profiler hooks are returned too, to read afterwards."""
@@ -114,6 +123,7 @@ def build_hooks(
         LoggingTensorHook({"loss": "loss", "w": "w", "b": "b"}, every_n_iter=10, formatter=_metrics_line),
         SummarySaverHook(save_steps=5, summary_writer=writer, scalars={"loss": "loss", "w": "w", "b": "b"}),
         profiler,
-        # Checkpoints and the hook statistics table join this list once hookrun has them.
+        saver,
+        # The hook statistics table joins this list once hookrun has it.
     ]
     return hooks, report, profiler
