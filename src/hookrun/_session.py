@@ -349,7 +349,7 @@ class _MonitoredSessionBase(Stepping):
         stats = self._stats
         started = stats.now()
         try:
-            return await budget.wait_to_retry(cause, action=action)
+            return await budget.wait_to_retry(cause, action=action, step=self._step_now())
         finally:
             stats.retry_wait_seconds += stats.now() - started
 

@@ -286,5 +286,5 @@ def _code_of(hook: object, phase: str) -> object:
     func = getattr(method, "__func__", method)
     code = getattr(func, "__code__", None)
     if code is None:
-        code = getattr(getattr(type(func), "__call__", None), "__code__", None)
+        code = getattr(getattr(type(func), "__call__", None), "__code__", None)  # noqa: B004 - callable objects
     return code
