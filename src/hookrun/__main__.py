@@ -129,8 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report.summary_format.startswith("TensorBoard"):
         print(f"             view them with: tensorboard --logdir {report.summaries}")
     print(f"  traces:    {_traces_line(report.traces)}")
-    # Checkpoints and the hook statistics table report their outputs here once the demo has them.
+    # Checkpoints report their outputs here once the demo has them.
     print(f"  backend:   {report.backend}")
+    if report.statistics is not None:
+        print()
+        print(report.statistics.format())
     return 0
 
 

@@ -27,6 +27,7 @@ from ._errors import UnavailableError
 from ._hooks import RunMetadata, RunOptions
 from ._recovery import RetryPolicy
 from ._session import MonitoredSession
+from ._statistics_record import SessionStatistics
 
 __all__ = ["DemoReport", "run_demo"]
 
@@ -56,6 +57,8 @@ class DemoReport:
     summaries: Path
     summary_format: str
     traces: list[Path] = field(default_factory=list)
+    #: The session's statistics at the end (``print`` it for the table).
+    statistics: SessionStatistics | None = None
 
     @property
     def recoveries(self) -> int:
@@ -137,6 +140,7 @@ async def run_demo(
         async with MonitoredSession(create_worker, hooks, retry=retry) as session:
             async for _ in session.iterate(["loss"], batches(steps)):
                 done += 1
+        statistics = session.statistics()
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(writer.close)
@@ -149,6 +153,7 @@ async def run_demo(
         summaries=summaries,
         summary_format=summary_format,
         traces=list(profiler.saved_files),
+        statistics=statistics,
     )
 
 

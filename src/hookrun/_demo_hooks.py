@@ -114,6 +114,6 @@ def build_hooks(
         LoggingTensorHook({"loss": "loss", "w": "w", "b": "b"}, every_n_iter=10, formatter=_metrics_line),
         SummarySaverHook(save_steps=5, summary_writer=writer, scalars={"loss": "loss", "w": "w", "b": "b"}),
         profiler,
-        # Checkpoints and the hook statistics table join this list once hookrun has them.
+        # Checkpoints join this list once the demo has them; the statistics table is the session's.
     ]
     return hooks, report, profiler
