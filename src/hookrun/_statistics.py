@@ -19,11 +19,10 @@ are in ``_statistics_record.py``.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import anyio
 
 from ._errors import HookTimeoutError
 from ._histogram import Histogram
@@ -36,7 +35,7 @@ __all__ = ["Collector", "StatisticsOptions"]
 #: Phases run once per step; the others are the lifecycle phases, timed on every call.
 STEP_PHASES = ("before_run", "after_run")
 _MAX_GAP = 64
-_COST_SHARE = 0.03  # adaptive sampling spends about this share of the step time on timing
+_COST_SHARE = 0.02  # adaptive sampling spends about this share of the step time on timing
 _NEVER = sys.maxsize
 
 
@@ -51,7 +50,7 @@ class StatisticsOptions:
     call of a timed step that took more than this share of its step *and* more than
     this many seconds is logged once per hook and phase (``slow_hook_share=None``
     turns the warning off). ``clock``: a zero-argument callable returning seconds
-    (default ``anyio.current_time``), e.g. ``hookrun.testing.MockClock``.
+    (default ``time.perf_counter``), e.g. ``hookrun.testing.MockClock``.
     """
 
     enabled: bool = True
@@ -101,18 +100,37 @@ class Collector:
     """The statistics of one monitored session (see the module docstring)."""
 
     __slots__ = (
-        "_clock", "_gap", "_options", "_originals", "_plans", "_slots", "after", "before", "enabled", "failures",
-        "next_sample", "records", "recoveries", "recovery_seconds", "retry_wait_seconds", "run_hist",
-        "sampled", "sessions_created", "step_hist", "steps",
+        "_clock",
+        "_gap",
+        "_options",
+        "_originals",
+        "_plans",
+        "_slots",
+        "_typical",
+        "after",
+        "before",
+        "enabled",
+        "failures",
+        "next_sample",
+        "records",
+        "recoveries",
+        "recovery_seconds",
+        "retry_wait_seconds",
+        "run_hist",
+        "sampled",
+        "sessions_created",
+        "step_hist",
+        "steps",
     )
 
     def __init__(self, plans: dict[str, PhasePlan], options: StatisticsOptions) -> None:
         self._options = options
         self.enabled = options.enabled
-        self._clock: Callable[[], float] = options.clock or anyio.current_time
+        self._clock: Callable[[], float] = options.clock or time.perf_counter
         self.steps = 0  # step attempts: the hot path's one increment
         self.next_sample = 1 if self.enabled else _NEVER
         self._gap = options.sample_every or 1
+        self._typical: float | None = None
         self.records: list[tuple[_Slot, float]] = []
         self.failures = {"before_run": 0, "run": 0, "after_run": 0}
         self.sessions_created = self.recoveries = self.sampled = 0
@@ -171,10 +189,12 @@ class Collector:
     def _next_gap(self, seconds: float, calls: int) -> int:
         if self._options.sample_every is not None:
             return self._gap
-        cost = 2e-6 + 0.6e-6 * calls  # what timing a step costs, about
-        if seconds <= 0:
+        # A moving average of the timed steps: one step slowed by another process moves it little.
+        typical = self._typical = seconds if self._typical is None else 0.75 * self._typical + 0.25 * seconds
+        cost = 4e-6 + 1e-6 * calls  # what timing a step costs, about (measured: ~0.8 us a call)
+        if typical <= 0:
             return _MAX_GAP
-        return max(1, min(_MAX_GAP, int(cost / (_COST_SHARE * seconds))))
+        return max(1, min(_MAX_GAP, int(cost / (_COST_SHARE * typical))))
 
     def failed(self, phase: str, exc: BaseException) -> None:
         """A step failed in ``phase`` (before_run, run, after_run): count it, and the hook's error."""
@@ -247,38 +267,56 @@ class Collector:
         """``call.fn`` timed into ``slot``: plain stays plain, async stays async. ``exact``
         (lifecycle phases): counted and folded in at once; else recorded for the step's end."""
         fn, clock, records = call.fn, self._clock, self.records
-
-        def done(started: float, error: bool) -> None:
-            took = clock() - started
-            if exact:
-                slot.calls += 1
-                slot.errors += error
-                slot.hist.add(took)
-            else:
-                records.append((slot, took))
-
+        if exact:
+            return _exact_async(fn, slot, clock) if call.is_async else _exact_plain(fn, slot, clock)
         if call.is_async:
             async def timed_async(*args: Any) -> Any:
-                started, error = clock(), True
+                started = clock()
                 try:
-                    result = await fn(*args)
-                    error = False
-                    return result
+                    return await fn(*args)
                 finally:
-                    done(started, error)
+                    records.append((slot, clock() - started))
 
             return timed_async
 
         def timed_plain(*args: Any) -> Any:
-            started, error = clock(), True
+            started = clock()
             try:
-                result = fn(*args)
-                error = False
-                return result
+                return fn(*args)
             finally:
-                done(started, error)
+                records.append((slot, clock() - started))
 
         return timed_plain
+
+
+def _exact_async(fn: Callable[..., Any], slot: _Slot, clock: Callable[[], float]) -> Callable[..., Any]:
+    async def timed(*args: Any) -> Any:
+        started, error = clock(), True
+        try:
+            result = await fn(*args)
+            error = False
+            return result
+        finally:
+            slot.calls += 1
+            slot.errors += error
+            slot.hist.add(clock() - started)
+
+    return timed
+
+
+def _exact_plain(fn: Callable[..., Any], slot: _Slot, clock: Callable[[], float]) -> Callable[..., Any]:
+    def timed(*args: Any) -> Any:
+        started, error = clock(), True
+        try:
+            result = fn(*args)
+            error = False
+            return result
+        finally:
+            slot.calls += 1
+            slot.errors += error
+            slot.hist.add(clock() - started)
+
+    return timed
 
 
 def _code_of(hook: object, phase: str) -> object:
