@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -27,9 +27,10 @@ K = 10
 def stats_step(enabled: bool) -> Any:
     hooks = hooks_of("async", K)()
 
-    async def sample(n: int) -> Coroutine[Any, Any, Timing] | Timing:
+    async def sample(n: int) -> Timing:
         async with MonitoredSession(TrivialCreator(), hooks, statistics=enabled) as session:
-            return await _time_steps(session, n)
+            elapsed = await _time_steps(session, n)
+        return elapsed
 
     return sample
 
