@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from typing import TextIO
 
 import anyio
 
@@ -36,8 +37,8 @@ class JsonFormatter(logging.Formatter):
         })
 
 
-def configure_logging(stream: object = sys.stderr) -> logging.Handler:
-    handler = logging.StreamHandler(stream)  # type: ignore[arg-type]
+def configure_logging(stream: TextIO = sys.stderr) -> logging.Handler:
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())
     logging.getLogger("hookrun").addHandler(handler)
     return handler

@@ -82,7 +82,7 @@ async def test_span_tree_attributes_and_errors() -> None:
             with pytest.raises(ValueError, match="bad batch"):
                 await sess.run(["x"])
             assert trace.get_current_span() is trace.INVALID_SPAN
-    spans = exporter.get_finished_spans()
+    spans: list[Any] = list(exporter.get_finished_spans())
     steps = [s for s in spans if s.name == "hookrun.step"]
     assert [s.attributes["hookrun.step"] for s in steps] == [0, 1]
     assert steps[0].attributes["worker"] == "w1"
