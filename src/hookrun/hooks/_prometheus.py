@@ -82,7 +82,7 @@ class PrometheusHook(SessionRunHook):
             )
             self.port = self._server.server_address[1]
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    async def after_create_session(self, session: Any, coord: Any) -> None:
         """Count the session; every one after the first is a recovery."""
         self.sessions.inc()
         if self._created:
