@@ -322,3 +322,21 @@ def test_a_second_failing_hook_is_logged_with_its_name_and_phase(caplog: pytest.
         raise_first([(1, second), (0, first)], "after_run", ["A", "B"])
     (record,) = caplog.records
     assert (record.step, record.hook, record.phase) == (None, "B", "after_run")  # type: ignore[attr-defined]
+
+
+async def test_builtin_hooks_log_with_their_name_phase_and_step(caplog: pytest.LogCaptureFixture) -> None:
+    from hookrun.hooks import NanTensorHook
+
+    class NanSession(Session):
+        async def run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
+            return [float("nan") for _ in fetches]
+
+    class NanCreator:
+        async def create_session(self) -> NanSession:
+            return NanSession()
+
+    with caplog.at_level(logging.WARNING, logger="hookrun"):
+        async with MonitoredSession(NanCreator(), [NanTensorHook("loss", fail_on_nan_loss=False)]) as sess:
+            await sess.run()
+    (record,) = [r for r in caplog.records if "NaN" in r.getMessage()]
+    assert (record.step, record.hook, record.phase) == (1, "NanTensorHook", "after_run")  # type: ignore[attr-defined]

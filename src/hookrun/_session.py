@@ -344,14 +344,20 @@ class _MonitoredSessionBase(Stepping):
                 if not await self._wait_to_retry(budget, exc, "creating the session failed; retrying"):
                     raise
 
-    async def _wait_to_retry(self, budget: RetryBudget, cause: BaseException, action: str) -> bool:
-        """``budget.wait_to_retry``, its time counted in the statistics."""
+    async def _wait_to_retry(
+        self, budget: RetryBudget, cause: BaseException, action: str, *, recovery: bool = False
+    ) -> bool:
+        """``budget.wait_to_retry``, its time counted in the statistics (with ``recovery``,
+        a wait before ``_recover``, as recovery time too; waits inside it are already)."""
         stats = self._stats
         started = stats.now()
         try:
             return await budget.wait_to_retry(cause, action=action, step=self._step_now())
         finally:
-            stats.retry_wait_seconds += stats.now() - started
+            waited = stats.now() - started
+            stats.retry_wait_seconds += waited
+            if recovery:
+                stats.recovery_seconds += waited
 
     async def _create_once(self) -> None:
         raw = await self._create_session()
@@ -539,7 +545,7 @@ class _MonitoredSessionBase(Stepping):
                     raise failed
                 self._fail_over()
                 budget = budget or self._retry.budget()
-                if not await self._wait_to_retry(budget, cause, "recovering: re-creating the session"):
+                if not await self._wait_to_retry(budget, cause, "recovering: re-creating the session", recovery=True):
                     raise cause from (failed if cause is not failed else None)
                 failed = None
             try:
