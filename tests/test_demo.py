@@ -55,6 +55,10 @@ async def test_demo_recovers_once_and_writes_summaries_and_traces(tmp_path: Path
     restored = await hookrun.Checkpointer(report.checkpoint_dir).restore()
     assert restored is not None and restored.step == 30
     assert restored.state["session"] == {"w": report.model.w, "b": report.model.b}
+    stats = report.statistics
+    assert stats is not None
+    assert (stats.steps, stats.failed_steps, stats.sessions_created, stats.recoveries) == (30, 1, 2, 1)
+    assert stats.hook("ProfilerHook", "before_run").calls == 31
 
 
 @pytest.mark.anyio
@@ -90,6 +94,8 @@ def test_demo_command_runs_and_says_what_it_did(backend: str, tmp_path: Path) ->
     assert f"30 steps on the {backend} backend; outputs in {out}" in stdout
     assert "the input ended after 30 steps: the pipeline ended cleanly (2 sessions created, one recovery)" in stdout
     assert f"backend:   {backend}" in stdout
+    assert "hookrun statistics: 30 steps (1 failed), 2 sessions created, 1 recovery" in stdout
+    assert "#5 ProfilerHook.before_run" in stdout
     assert f"summaries: {out / 'tensorboard'}" in stdout and f"traces:    {out / 'traces'}" in stdout
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert len(list((out / "traces").glob("timeline-*.json"))) == 3

@@ -35,6 +35,8 @@ from ._hooks import (
 from ._recovery import RetryPolicy
 from ._session import MonitoredSession, SingularMonitoredSession, StepContext
 from ._sessions import Session, SessionCreator, StepSession, fetch
+from ._statistics import StatisticsOptions
+from ._statistics_record import HookStatistics, Latency, SessionStatistics
 from ._step import LocalStepCounter, StepCounter
 
 if TYPE_CHECKING:
@@ -120,8 +122,10 @@ __all__ = [
     "CorruptCheckpointError",
     "DeadlineExceededError",
     "FeedConflictError",
+    "HookStatistics",
     "HookTimeoutError",
     "HookrunError",
+    "Latency",
     "LocalStepCounter",
     "MonitoredSession",
     "MonitoredTrainingSession",
@@ -142,7 +146,9 @@ __all__ = [
     "SessionRunContext",
     "SessionRunHook",
     "SessionRunValues",
+    "SessionStatistics",
     "SingularMonitoredSession",
+    "StatisticsOptions",
     "StepContext",
     "StepCounter",
     "StepSession",

@@ -143,8 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"             view them with: tensorboard --logdir {report.summaries}")
     print(f"  traces:    {_traces_line(report.traces)}")
     print(f"  checkpoints: {_checkpoints_line(report)}")
-    # The hook statistics table reports its output here once the demo has it.
     print(f"  backend:   {report.backend}")
+    if report.statistics is not None:
+        print()
+        print(report.statistics.format())
     return 0
 
 

@@ -20,7 +20,7 @@ import anyio
 from ._checkpoint import Checkpointer, RestoredCheckpoint, latest_checkpoint, read_checkpoint
 from ._checkpointable import apply_state, checkpointables
 from ._codec import Codec, MsgpackCodec
-from ._log import logger
+from ._log import fields, logger
 from ._step import StepCounter
 from ._validate import check_step_counter
 
@@ -126,7 +126,7 @@ class ChiefSessionCreator:
                 await apply_state(
                     restored.state, session, objects, self.step_counter, restored.info.path, restored.step
                 )
-                logger().info("restored %s at global step %d", restored.info.path, restored.step)
+                logger().info("restored %s at global step %d", restored.info.path, restored.step, extra=fields(step=restored.step))
         except BaseException:
             await _aclose_quietly(session)
             raise

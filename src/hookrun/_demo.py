@@ -30,6 +30,7 @@ from ._errors import UnavailableError
 from ._hooks import RunMetadata, RunOptions
 from ._recovery import RetryPolicy
 from ._session import MonitoredSession
+from ._statistics_record import SessionStatistics
 
 __all__ = ["DemoReport", "run_demo"]
 
@@ -62,6 +63,8 @@ class DemoReport:
     checkpoint_dir: Path | None = None
     #: The checkpoints kept at the end, oldest first.
     checkpoints: list[CheckpointInfo] = field(default_factory=list)
+    #: The session's statistics at the end (``print`` it for the table).
+    statistics: SessionStatistics | None = None
 
     @property
     def recoveries(self) -> int:
@@ -151,6 +154,7 @@ async def run_demo(
         async with MonitoredSession(create_worker, hooks, retry=retry) as session:
             async for _ in session.iterate(["loss"], batches(steps)):
                 done += 1
+        statistics = session.statistics()
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(writer.close)
@@ -165,6 +169,7 @@ async def run_demo(
         traces=list(profiler.saved_files),
         checkpoint_dir=Path(saver.checkpointer.directory),
         checkpoints=saver.checkpointer.all(),
+        statistics=statistics,
     )
 
 

@@ -124,6 +124,5 @@ def build_hooks(
         SummarySaverHook(save_steps=5, summary_writer=writer, scalars={"loss": "loss", "w": "w", "b": "b"}),
         profiler,
         saver,
-        # The hook statistics table joins this list once hookrun has it.
     ]
     return hooks, report, profiler

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._log import logger
+from ._log import log_error
 
 __all__ = ["raise_first"]
 
@@ -22,5 +22,5 @@ def raise_first(errors: list[tuple[int, BaseException]], phase: str, names: Sequ
     first = errors[0][1]
     for index, other in errors[1:]:
         first.add_note(f"hookrun: hook {names[index]} also failed in {phase}: {other!r}")
-        logger().error("hook %s also failed in %s: %r", names[index], phase, other, exc_info=other)
+        log_error("hook %s also failed in %s: %r", names[index], phase, other, exc_info=other, hook=names[index], phase=phase)
     raise first

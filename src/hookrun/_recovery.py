@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ._log import logger
+from ._log import log_error, log_warning
 
 if TYPE_CHECKING:
     import random
@@ -94,37 +94,40 @@ class RetryBudget:
         self.attempts = 1
         self.started: float | None = None
 
-    async def wait_to_retry(self, cause: BaseException | None = None, *, action: str = "retrying") -> bool:
+    async def wait_to_retry(
+        self, cause: BaseException | None = None, *, action: str = "retrying", step: int | None = None
+    ) -> bool:
         """Sleep the backoff and count one more attempt; False when the policy gives up.
 
         Logs (logger ``hookrun``) a warning before sleeping: ``action``, the error
         ``cause``, the number of the coming attempt, the limit and the delay; and an
-        error when the policy gives up, saying which limit was reached.
+        error when the policy gives up, saying which limit was reached. ``step``: the
+        global step, for the records' ``step`` field.
         """
         policy = self.policy
         now = anyio.current_time()
         if self.started is None:
             self.started = now
         if policy.max_attempts is not None and self.attempts >= policy.max_attempts:
-            self._give_up(cause, f"max_attempts={policy.max_attempts} reached")
+            self._give_up(cause, f"max_attempts={policy.max_attempts} reached", step)
             return False
         delay = policy.delay(self.attempts)
         if policy.max_time is not None and now + delay - self.started > policy.max_time:
-            self._give_up(cause, f"max_time={policy.max_time:g}s would pass")
+            self._give_up(cause, f"max_time={policy.max_time:g}s would pass", step)
             return False
         limit = "no limit" if policy.max_attempts is None else f"of {policy.max_attempts}"
-        logger().warning(
-            "%s after %r: attempt %d (%s) in %.3gs", action, cause, self.attempts + 1, limit, delay
+        log_warning(
+            "%s after %r: attempt %d (%s) in %.3gs", action, cause, self.attempts + 1, limit, delay, step=step
         )
         if delay > 0:
             await anyio.sleep(delay)
         self.attempts += 1
         return True
 
-    def _give_up(self, cause: BaseException | None, why: str) -> None:
-        logger().error(
+    def _give_up(self, cause: BaseException | None, why: str, step: int | None) -> None:
+        log_error(
             "RetryPolicy gives up after %d attempt%s (%s); the last error was %r",
-            self.attempts, "" if self.attempts == 1 else "s", why, cause,
+            self.attempts, "" if self.attempts == 1 else "s", why, cause, step=step,
         )
 
 

@@ -43,12 +43,14 @@ from ._dispatch import Dispatcher
 from ._errors import CLEAN_STOP_TYPES, RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
 from ._hooks import RunMetadata, RunOptions, check_feed_dict
 from ._iterate import StepIterator, check_feeds
-from ._log import logger
+from ._log import log_warning
 from ._merge import FetchLayout
 from ._plan import hook_name
 from ._recovery import RetryBudget, RetryPolicy
+from ._statistics import Collector, StatisticsOptions, statistics_options
+from ._statistics_record import SessionStatistics
 from ._step import LocalStepCounter, StepCounter
-from ._stepping import Stepping
+from ._stepping import Stepping, step_context_hooks
 from ._validate import (
     check_seconds,
     check_session,
@@ -121,6 +123,7 @@ class _MonitoredSessionBase(Stepping):
         hook_timeout: float | None = None,
         retry: RetryPolicy | None = None,
         recoverable: Iterable[type[BaseException]] = (),
+        statistics: bool | StatisticsOptions = True,
     ) -> None:
         self._create_session = creator_function(session_creator)
         self.hooks = hook_list(hooks)
@@ -136,14 +139,19 @@ class _MonitoredSessionBase(Stepping):
         self._recoverable = RECOVERABLE_TYPES + exception_types(recoverable)
         self._dispatcher = Dispatcher(self.hooks, hook_timeout=hook_timeout, task_group=self._task_group)
         plans = self._dispatcher.plans
-        self._begin, self._after_create = plans["begin"], plans["after_create_session"]
-        self._before, self._after, self._end = plans["before_run"], plans["after_run"], plans["end"]
+        self._stats = Collector(plans, statistics_options(statistics))
+        self._begin, self._after_create = self._stats.plan("begin"), self._stats.plan("after_create_session")
+        self._before, self._after, self._end = plans["before_run"], plans["after_run"], self._stats.plan("end")
         self._hooked = bool(self._before.calls or self._after.calls)
         #: Whether a step needs a cancel scope around its phases (a phase has several async hooks).
         self._step_scoped = self._before.cancellable or self._after.cancellable
-        self._step = (
+        self._step: Callable[..., Awaitable[Any]] = (
             self._run_bare if not self._hooked else self._run_hooked if self._step_scoped else self._hooked_step
         )
+        #: Hooks entering a context around every step (``step_context``); none: no cost at all.
+        self._step_hooks = step_context_hooks(self.hooks)
+        if self._step_hooks:
+            self._inner_step, self._step = self._step, self._run_in_step_contexts
         self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
         #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
@@ -176,6 +184,24 @@ class _MonitoredSessionBase(Stepping):
     async def global_step(self) -> int:
         """The global step now: ``await sess.global_step()``."""
         return await self._counter.get()
+
+    def statistics(self) -> SessionStatistics:
+        """What this session did so far: steps, sessions, recoveries, and every hook's calls,
+        errors and latency (a frozen record; ``print`` it for a table).
+
+        Kept unless the session was made with ``statistics=False``; then this raises
+        ``RuntimeError``. Latencies come from sampled steps (see ``StatisticsOptions``).
+        """
+        if not self._stats.enabled:
+            raise RuntimeError(
+                f"{type(self).__name__} was made with statistics=False; pass statistics=True "
+                "(the default) or a hookrun.StatisticsOptions to keep them"
+            )
+        return self._stats.snapshot()
+
+    def _step_now(self) -> int | None:
+        """The global step for log lines, when it can be read without awaiting."""
+        return self._local.value if self._local is not None else None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -233,9 +259,9 @@ class _MonitoredSessionBase(Stepping):
         interrupted: BaseException | None = None
         if call_end and self._raw is None:
             # No session to end with (re-creating it failed): ``end`` never receives None.
-            logger().warning(
+            log_warning(
                 "closing without a session (re-creating it failed: %r); the hooks' end is not called",
-                self._broken,
+                self._broken, step=self._step_now(),
             )
             call_end = False
         if call_end:
@@ -278,17 +304,18 @@ class _MonitoredSessionBase(Stepping):
                     if not log_session_errors:
                         failures.append(exc)
                     else:  # recovery closes a failed session: its close errors must not stop recovery
-                        logger().warning(
-                            "error while closing a failed session (recovery goes on): %r", exc, exc_info=exc
+                        log_warning(
+                            "error while closing a failed session (recovery goes on): %r", exc, exc_info=exc,
+                            step=self._step_now(),
                         )
         if scope.cancelled_caught:
-            logger().warning(
+            log_warning(
                 "closing the session took longer than stop_grace_period=%ss; gave up waiting",
-                self._grace,
+                self._grace, step=self._step_now(),
             )
         if not raise_errors:
             for failure in failures:
-                logger().warning("error while closing a session: %r", failure, exc_info=failure)
+                log_warning("error while closing a session: %r", failure, exc_info=failure, step=self._step_now())
             return []
         return failures
 
@@ -317,8 +344,23 @@ class _MonitoredSessionBase(Stepping):
             except Exception as exc:
                 if not (self._recovers and self._is_recoverable(exc)):
                     raise
-                if not await budget.wait_to_retry(exc, action="creating the session failed; retrying"):
+                if not await self._wait_to_retry(budget, exc, "creating the session failed; retrying"):
                     raise
+
+    async def _wait_to_retry(
+        self, budget: RetryBudget, cause: BaseException, action: str, *, recovery: bool = False
+    ) -> bool:
+        """``budget.wait_to_retry``, its time counted in the statistics (with ``recovery``,
+        a wait before ``_recover``, as recovery time too; waits inside it are already)."""
+        stats = self._stats
+        started = stats.now()
+        try:
+            return await budget.wait_to_retry(cause, action=action, step=self._step_now())
+        finally:
+            waited = stats.now() - started
+            stats.retry_wait_seconds += waited
+            if recovery:
+                stats.recovery_seconds += waited
 
     async def _create_once(self) -> None:
         raw = await self._create_session()
@@ -339,6 +381,7 @@ class _MonitoredSessionBase(Stepping):
         except BaseException:
             await self._close_current(raise_errors=False)
             raise
+        self._stats.sessions_created += 1
 
     def _fail_over(self) -> None:
         """The current session failed with a recoverable error: replace it before the next step."""
@@ -348,13 +391,22 @@ class _MonitoredSessionBase(Stepping):
     async def _recover(self, budget: RetryBudget) -> None:
         """The one way from RECOVERING or BROKEN back to OPEN: close the failed session and
         its coordinator (no ``end``), create new ones (``after_create_session`` again)."""
+        stats = self._stats
+        started = stats.now()
+        try:
+            await self._replace_session(budget)
+        finally:
+            stats.recovery_seconds += stats.now() - started
+        stats.recoveries += 1
+
+    async def _replace_session(self, budget: RetryBudget) -> None:
         if self._state is State.RECOVERING:
             self._state = State.BROKEN
             coord_error = self._coord.exception if self._coord is not None else None
             for exc in await self._close_current(raise_errors=True, log_session_errors=True):
                 if self._is_recoverable(exc):  # the coordinator's own (or the cause itself)
                     if exc is not coord_error:
-                        logger().warning("error while closing a failed session: %r", exc)
+                        log_warning("error while closing a failed session: %r", exc, step=self._step_now())
                     continue
                 self._broken = exc
                 raise exc
@@ -498,7 +550,7 @@ class _MonitoredSessionBase(Stepping):
                     raise failed
                 self._fail_over()
                 budget = budget or self._retry.budget()
-                if not await budget.wait_to_retry(cause, action="recovering: re-creating the session"):
+                if not await self._wait_to_retry(budget, cause, "recovering: re-creating the session", recovery=True):
                     raise cause from (failed if cause is not failed else None)
                 failed = None
             try:
@@ -519,7 +571,8 @@ class MonitoredSession(_MonitoredSessionBase):
     ``session_creator`` is an object with ``async create_session()`` or an async
     factory. Errors of the recoverable types (``AbortedError``,
     ``UnavailableError`` and ``recoverable``) re-create the session and re-run
-    the whole call, following ``retry``.
+    the whole call, following ``retry``. ``statistics`` (on by default) keeps
+    what :meth:`statistics` returns: ``False`` or a ``StatisticsOptions``.
     """
 
     _recovers = True
@@ -534,6 +587,7 @@ class MonitoredSession(_MonitoredSessionBase):
         recoverable: Iterable[type[BaseException]] = (),
         step_counter: StepCounter | None = None,
         hook_timeout: float | None = None,
+        statistics: bool | StatisticsOptions = True,
     ) -> None:
         super().__init__(
             session_creator,
@@ -543,6 +597,7 @@ class MonitoredSession(_MonitoredSessionBase):
             hook_timeout=hook_timeout,
             retry=retry,
             recoverable=recoverable,
+            statistics=statistics,
         )
 
     async def __aenter__(self) -> MonitoredSession:
@@ -561,6 +616,7 @@ class SingularMonitoredSession(_MonitoredSessionBase):
         stop_grace_period: float = 120.0,
         step_counter: StepCounter | None = None,
         hook_timeout: float | None = None,
+        statistics: bool | StatisticsOptions = True,
     ) -> None:
         super().__init__(
             session_creator,
@@ -568,6 +624,7 @@ class SingularMonitoredSession(_MonitoredSessionBase):
             stop_grace_period=stop_grace_period,
             step_counter=step_counter,
             hook_timeout=hook_timeout,
+            statistics=statistics,
         )
 
     async def __aenter__(self) -> SingularMonitoredSession:
@@ -586,5 +643,5 @@ async def _aclose_logged(raw: object) -> None:
     try:
         await _aclose(raw)
     except Exception as exc:
-        logger().warning("error while closing a session: %r", exc, exc_info=exc)
+        log_warning("error while closing a session: %r", exc, exc_info=exc)
 

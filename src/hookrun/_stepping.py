@@ -11,6 +11,7 @@ scope, entered once for both phases (see ``_dispatch.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from contextlib import ExitStack
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +26,10 @@ from ._sessions import check_values
 if TYPE_CHECKING:
     from ._dispatch import Dispatcher
     from ._plan import Call, PhasePlan
+    from ._statistics import Collector
     from ._step import LocalStepCounter, StepCounter
 
-__all__ = ["Stepping"]
+__all__ = ["Stepping", "step_context_hooks"]
 
 _NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
 _new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level __new__
@@ -46,45 +48,21 @@ class Stepping:
     _time_before_run: bool
     _layout: FetchLayout | None
     _on_stop: Callable[[], None]
+    _stats: Collector
+
+    _step_hooks: tuple[Any, ...]
+    _inner_step: Callable[..., Any]
 
     def _refuse_broken(self) -> None:
         raise NotImplementedError  # pragma: no cover - the session's
 
-    async def _run_bare(
+    async def _run_in_step_contexts(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
         run_metadata: RunMetadata | None,
     ) -> Any:
-        """A step when no hook overrides before_run or after_run."""
-        raw = self._raw
-        if raw is None:
-            self._refuse_broken()
-        keys: list[Hashable] = []
-        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-        metadata = RunMetadata() if run_metadata is None else run_metadata
-        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
-        values = await _session_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata)
-        if self._local is not None:
-            self._local.increment_nowait(1)
-        else:
-            await self._counter.increment(1)
-        return None if shape is None else _nest.pack(shape, values)
-
-    async def _run_hooked(
-        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
-        run_metadata: RunMetadata | None,
-    ) -> Any:
-        """A step with hooks, under a cancel scope when a phase has several async hooks."""
-        if self._step_scoped:
-            with self._dispatcher.new_scope() as scope:
-                return await self._hooked_step(fetches, feed_dict, options, run_metadata, scope)
-            raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
-        return await self._hooked_step(fetches, feed_dict, options, run_metadata, None)
-
-    async def _hooked_step(
-        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
-        run_metadata: RunMetadata | None, scope: anyio.CancelScope | None = None,
-    ) -> Any:
-        """A step with hooks (``scope``: the step's cancel scope, when a phase needs one)."""
+        """A step inside every ``step_context(run_context, run_metadata)`` the hooks give,
+        entered in the calling task before ``before_run`` and left after the step (or its
+        error), in reverse order. Only taken when some hook has a ``step_context``."""
         raw = self._raw
         if raw is None:
             self._refuse_broken()
@@ -92,38 +70,146 @@ class Stepping:
         step = local.value if local is not None else await self._counter.get()
         ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
         metadata = RunMetadata() if run_metadata is None else run_metadata
-        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
-        trace = metadata.timings if merged.trace or self._time_before_run else None
-        before = self._before
-        requests: Sequence[Any] = ()
-        if before.calls:
-            started = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
-            requests = started if type(started) is list else await started  # type: ignore[misc]
-        if requests and requests.count(None) != len(requests):
-            keys, shape, shapes, feeds, merged = self._gather(fetches, feed_dict, merged, requests)
-        else:  # no hook asked for anything
-            keys, shapes, feeds = [], None, feed_dict
-            shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-        if trace is not None and not merged.trace:
-            del metadata.timings[:]  # timed in case a hook asked for a trace; none did
-        try:
-            values = await _session_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
-        except KeyError as exc:  # a missing fetch: say which party asked for it
-            from ._diagnose import note_missing_fetch  # the error path only
+        with ExitStack() as stack:
+            for hook in self._step_hooks:
+                stack.enter_context(hook.step_context(ctx, metadata))
+            return await self._inner_step(fetches, feed_dict, options, metadata, ctx=ctx)
 
-            note_missing_fetch(exc, fetches, before.calls, requests)
+    async def _run_bare(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None, ctx: SessionRunContext | None = None,
+    ) -> Any:
+        """A step when no hook overrides before_run or after_run."""
+        raw = self._raw
+        if raw is None:
+            self._refuse_broken()
+        stats = self._stats
+        stats.steps = count = stats.steps + 1
+        if count >= stats.next_sample:
+            return await self._sampled_bare(fetches, feed_dict, options, run_metadata)
+        keys: list[Hashable] = []
+        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+        try:
+            values = await _session_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata)
+        except BaseException as exc:
+            stats.failed("run", exc)
             raise
-        after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
-        after = self._after
-        if after.calls:
-            if shapes is None:  # no hook fetched anything: they all get the same values
-                nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
-                args = [(ctx, nothing)] * len(after.calls)
-            else:
-                args = _after_run_args(after.calls, ctx, shapes, values, merged, metadata, after_step)
-            finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
-            if type(finishing) is not list:
-                await finishing  # type: ignore[misc]
+        if self._local is not None:
+            self._local.increment_nowait(1)
+        else:
+            await self._counter.increment(1)
+        return None if shape is None else _nest.pack(shape, values)
+
+    async def _sampled_bare(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+    ) -> Any:
+        """A bare step that is timed for the statistics."""
+        stats, raw = self._stats, self._raw
+        keys: list[Hashable] = []
+        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+        step = self._local.value if self._local is not None else None
+        started = stats.now()
+        try:
+            values = await _session_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata)
+        except BaseException as exc:
+            stats.failed("run", exc)
+            stats.end_sample(step, started, stats.now() - started, False)
+            raise
+        run_seconds = stats.now() - started
+        if self._local is not None:
+            self._local.increment_nowait(1)
+        else:
+            await self._counter.increment(1)
+        stats.end_sample(step, started, run_seconds, True)
+        return None if shape is None else _nest.pack(shape, values)
+
+    async def _run_hooked(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None, ctx: SessionRunContext | None = None,
+    ) -> Any:
+        """A step with hooks, under a cancel scope when a phase has several async hooks."""
+        if self._step_scoped:
+            with self._dispatcher.new_scope() as scope:
+                return await self._hooked_step(fetches, feed_dict, options, run_metadata, scope, ctx)
+            raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
+        return await self._hooked_step(fetches, feed_dict, options, run_metadata, None, ctx)  # pragma: no cover
+
+    async def _hooked_step(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None, scope: anyio.CancelScope | None = None,
+        ctx: SessionRunContext | None = None,
+    ) -> Any:
+        """A step with hooks (``scope``: the step's cancel scope, when a phase needs one;
+        ``ctx``: the step's context, when ``step_context`` hooks already made it)."""
+        raw = self._raw
+        if raw is None:
+            self._refuse_broken()
+        local = self._local
+        if ctx is None:
+            step = local.value if local is not None else await self._counter.get()
+            ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
+        else:
+            step = ctx.global_step
+        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+        stats = self._stats
+        stats.steps = count = stats.steps + 1
+        sampled = count >= stats.next_sample  # time this step for the statistics
+        if sampled:
+            before, after, clock = stats.before, stats.after, stats.now
+            started = stats.start_sample()
+        else:
+            before, after = self._before, self._after
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        where = "before_run"
+        run_seconds: float | None = None
+        try:
+            trace = metadata.timings if merged.trace or self._time_before_run else None
+            requests: Sequence[Any] = ()
+            if before.calls:
+                starting = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
+                requests = starting if type(starting) is list else await starting  # type: ignore[misc]
+            where = "run"
+            if requests and requests.count(None) != len(requests):
+                keys, shape, shapes, feeds, merged = self._gather(fetches, feed_dict, merged, requests)
+            else:  # no hook asked for anything
+                keys, shapes, feeds = [], None, feed_dict
+                shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
+            if trace is not None and not merged.trace:
+                del metadata.timings[:]  # timed in case a hook asked for a trace; none did
+            if sampled:
+                run_started = clock()
+            try:
+                values = await _session_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
+            except KeyError as exc:  # a missing fetch: say which party asked for it
+                from ._diagnose import note_missing_fetch  # the error path only
+
+                note_missing_fetch(exc, fetches, self._before.calls, requests)
+                raise
+            if sampled:
+                run_seconds = clock() - run_started
+            after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
+            where = "after_run"
+            if after.calls:
+                if shapes is None:  # no hook fetched anything: they all get the same values
+                    nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
+                    args = [(ctx, nothing)] * len(after.calls)
+                else:
+                    args = _after_run_args(after.calls, ctx, shapes, values, merged, metadata, after_step)
+                finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
+                if type(finishing) is not list:
+                    await finishing  # type: ignore[misc]
+        except BaseException as exc:
+            stats.failed(where, exc)
+            if sampled:
+                stats.end_sample(step, started, run_seconds, False)
+            raise
+        if sampled:
+            stats.end_sample(step, started, run_seconds, True)
         return None if shape is None else _nest.pack(shape, values)
 
     def _gather(
@@ -131,7 +217,8 @@ class Stepping:
     ) -> tuple[Sequence[Hashable], Any, dict[int, Any] | None, Mapping[Any, Any] | None, RunOptions]:
         """The one run the step makes of the caller's fetches and the hooks' requests: its
         keys, the caller's shape, each hook's shape (by hook index), the merged feeds and
-        options. The layout of the last step is reused while the requests fit it."""
+        options, when some hook asked for something. The layout of the last step is reused
+        while the requests fit it."""
         layout = self._layout
         if layout is None or not layout.fits(fetches, requests):
             layout = self._layout = FetchLayout(fetches, self._before.calls, requests)
@@ -183,3 +270,16 @@ async def _run_with_options(
     finally:
         if options.trace:
             metadata.timings.append(TimingRecord("run", "run", start, anyio.current_time()))
+
+
+def step_context_hooks(hooks: Sequence[object]) -> tuple[object, ...]:
+    """The hooks with a ``step_context`` method, in list order (decided once, at freeze time)."""
+    found = []
+    for index, hook in enumerate(hooks):
+        method = getattr(hook, "step_context", None)
+        if method is None:
+            continue
+        if not callable(method):
+            raise TypeError(f"hooks[{index}] ({type(hook).__name__}): step_context is not callable")
+        found.append(hook)
+    return tuple(found)

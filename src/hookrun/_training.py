@@ -21,6 +21,7 @@ from ._checkpoint import Checkpointer
 from ._creators import ChiefSessionCreator, WorkerSessionCreator
 from ._recovery import RetryPolicy
 from ._session import MonitoredSession
+from ._statistics import StatisticsOptions
 from ._step import LocalStepCounter, StepCounter
 from ._validate import check_step_counter
 
@@ -112,6 +113,7 @@ class MonitoredTrainingSession(MonitoredSession):
         retry: RetryPolicy | None = None,
         recoverable: Iterable[type[BaseException]] = (),
         hook_timeout: float | None = None,
+        statistics: bool | StatisticsOptions = True,
     ) -> None:
         ckpt_secs, ckpt_steps = resolve_pair("checkpoint", save_checkpoint_secs, save_checkpoint_steps, 600.0, None)
         sum_secs, sum_steps = resolve_pair("summaries", save_summaries_secs, save_summaries_steps, None, 100)
@@ -151,6 +153,7 @@ class MonitoredTrainingSession(MonitoredSession):
             recoverable=recoverable,
             step_counter=counter,
             hook_timeout=hook_timeout,
+            statistics=statistics,
         )
 
     async def __aenter__(self) -> MonitoredTrainingSession:

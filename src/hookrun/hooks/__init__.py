@@ -5,10 +5,13 @@ One hook per private module; this package re-exports the public names. Hooks
 read the global step from the runtime's step counter, never from a fetch, and
 values from fetches by key. Optional dependencies are imported lazily:
 TensorBoard writing needs ``hookrun[tensorboard]``, the progress bar
-``hookrun[progress]``.
+``hookrun[progress]``, ``OpenTelemetryHook`` ``hookrun[otel]`` and ``PrometheusHook``
+``hookrun[prometheus]`` (those two modules are imported on first use of the name).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from .._timer import NeverTriggerTimer, SecondOrStepTimer
 from ._checkpoint_saver import CheckpointSaverHook, CheckpointSaverListener
@@ -43,6 +46,23 @@ from ._summary_saver import SummarySaverHook
 from ._summary_writer import SummaryWriter, TensorBoardWriter
 from ._triggers import Trigger, at_step, every, when
 
+if TYPE_CHECKING:
+    from ._opentelemetry import OpenTelemetryHook
+    from ._prometheus import PrometheusHook
+
+_LAZY = {"OpenTelemetryHook": "._opentelemetry", "PrometheusHook": "._prometheus"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 __all__ = [
     "CheckpointSaverHook",
     "CheckpointSaverListener",
@@ -55,8 +75,10 @@ __all__ = [
     "NanLossDuringTrainingError",
     "NanTensorHook",
     "NeverTriggerTimer",
+    "OpenTelemetryHook",
     "ProfilerHook",
     "ProgressBarHook",
+    "PrometheusHook",
     "SecondOrStepTimer",
     "StepCounterHook",
     "StopAtStepHook",

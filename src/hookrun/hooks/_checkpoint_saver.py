@@ -27,7 +27,7 @@ from .._checkpoint import Checkpointer, EncodedState
 from .._checkpointable import checkpointables, collect_state
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
-from ._common import call_maybe_async, logger, step_counter_of
+from ._common import call_maybe_async, fields, logger, step_counter_of
 
 __all__ = ["CheckpointSaverHook", "CheckpointSaverListener"]
 
@@ -184,13 +184,16 @@ class CheckpointSaverHook(SessionRunHook):
     ) -> None:
         try:
             info = await self.checkpointer.write(step, encoded, metric=metric)
-            logger.debug("saved checkpoint %s", info.path)
+            logger.debug("saved checkpoint %s", info.path, extra=fields(step, "CheckpointSaverHook"))
             stop = False
             for listener in self._listeners:
                 if await _notify(listener, "after_save", session, step):
                     stop = True
             if stop and may_stop and coord is not None:
-                logger.info("a checkpoint listener requested stop after saving step %d", step)
+                logger.info(
+                    "a checkpoint listener requested stop after saving step %d", step,
+                    extra=fields(step, "CheckpointSaverHook"),
+                )
                 coord.request_stop()
         finally:
             if done is not None:

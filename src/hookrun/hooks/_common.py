@@ -1,6 +1,7 @@
 """Small helpers shared by the built-in hooks (no hook lives here).
 
-* ``logger``: every built-in hook logs through ``logging.getLogger("hookrun")``.
+* ``logger``: every built-in hook logs through ``logging.getLogger("hookrun")`` (whose
+  records all carry the ``step``, ``hook`` and ``phase`` fields, see ``_log.py``).
 * ``call_maybe_async``: call a user function that may be sync or async.
 * ``import_optional``: import an optional dependency, or say which extra installs it.
 * ``step_counter_of``: the coordinator's step counter, or ``None``.
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import logging
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from .._log import fields
+from .._log import logger as _logger
 
 __all__ = [
     "call_maybe_async",
@@ -25,7 +28,9 @@ __all__ = [
     "step_counter_of",
 ]
 
-logger = logging.getLogger("hookrun")
+logger = _logger()
+
+__all__ += ["fields"]
 
 
 async def call_maybe_async(fn: Callable[..., Any], *args: object) -> Any:

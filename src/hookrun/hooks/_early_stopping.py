@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
-from ._common import call_maybe_async, check_non_negative, logger
+from ._common import call_maybe_async, check_non_negative, fields, logger
 
 __all__ = [
     "EarlyStoppingHook",
@@ -75,7 +75,7 @@ class StopOnPredicateHook(SessionRunHook):
             return
         self._timer.update_last_triggered_step(step)
         if await call_maybe_async(self._should_stop_fn):
-            logger.info("Requesting early stopping at global step %d", step)
+            logger.info("Requesting early stopping at global step %d", step, extra=fields(step, type(self).__name__, "after_run"))
             self.stopped_at_step = step
             run_context.request_stop()
 
@@ -118,7 +118,7 @@ class _MetricStoppingHook(SessionRunHook):
             return
         self._timer.update_last_triggered_step(step)
         if self._verdict is not None:
-            logger.info("%s", self._verdict)
+            logger.info("%s", self._verdict, extra=fields(step, type(self).__name__, "after_run"))
             self.stopped_at_step = step
             run_context.request_stop()
 

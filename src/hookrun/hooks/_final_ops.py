@@ -8,7 +8,7 @@ from typing import Any
 from .._errors import CLEAN_STOP_TYPES
 from .._hooks import SessionRunHook
 from .._sessions import fetch
-from ._common import logger
+from ._common import fields, logger
 
 __all__ = ["FinalOpsHook"]
 
@@ -55,5 +55,5 @@ class FinalOpsHook(SessionRunHook):
         try:
             self._values = await fetch(session, self._final_ops, self._feed_dict)
         except CLEAN_STOP_TYPES as exc:
-            logger.warning(_INPUT_WARNING, type(exc).__name__)
+            logger.warning(_INPUT_WARNING, type(exc).__name__, extra=fields(None, "FinalOpsHook", "end"))
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._hooks import SessionRunContext, SessionRunHook
-from ._common import logger, step_counter_of
+from ._common import fields, logger, step_counter_of
 
 __all__ = ["GlobalStepWaiterHook"]
 
@@ -54,7 +54,10 @@ class GlobalStepWaiterHook(SessionRunHook):
                     "GlobalStepWaiterHook needs the step counter of the coordinator "
                     "(coord.step_counter) to wait; none was given in after_create_session"
                 )
-            logger.info("Waiting for global step %d before starting training.", target)
+            logger.info(
+                "Waiting for global step %d before starting training.", target,
+                extra=fields(None, "GlobalStepWaiterHook", "before_run"),
+            )
             await self._wait(target, run_context.global_step)
         self._started = True
 

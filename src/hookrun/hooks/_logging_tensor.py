@@ -13,7 +13,7 @@ from typing import Any
 
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, NeverTriggerTimer, SecondOrStepTimer
-from ._common import logger
+from ._common import fields, logger
 
 __all__ = ["LoggingTensorHook"]
 
@@ -87,24 +87,25 @@ class LoggingTensorHook(SessionRunHook):
         if self._at_end:
             self._last_values = run_values.results
         if self._should_trigger:
-            self._log(run_values.results)
+            self._log(run_values.results, "after_run")
         self._iter_count += 1
 
     async def end(self, session: Any) -> None:
         """With ``at_end``, log the last completed step's values (the session is not run)."""
         if self._at_end and self._last_values is not None:
-            self._log(self._last_values)
+            self._log(self._last_values, "end")
 
-    def _log(self, values: dict[Hashable, Any]) -> None:
+    def _log(self, values: dict[Hashable, Any], phase: str) -> None:
         elapsed, _ = self._timer.update_last_triggered_step(self._iter_count)
+        extra = fields(None, "LoggingTensorHook", phase)
         if self._formatter is not None:
-            logger.info("%s", self._formatter(values))
+            logger.info("%s", self._formatter(values), extra=extra)
             return
         line = ", ".join(f"{tag} = {values[tag]}" for tag in self._tags)
         if elapsed is None:
-            logger.info("%s", line)
+            logger.info("%s", line, extra=extra)
         else:
-            logger.info("%s (%.3f sec)", line, elapsed)
+            logger.info("%s (%.3f sec)", line, elapsed, extra=extra)
 
 
 def _tags_and_keys(

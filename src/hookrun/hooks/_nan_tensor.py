@@ -7,7 +7,7 @@ from collections.abc import Hashable, Iterable
 
 from .._errors import HookrunError
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
-from ._common import logger
+from ._common import fields, logger
 
 __all__ = ["NanLossDuringTrainingError", "NanTensorHook"]
 
@@ -54,9 +54,9 @@ class NanTensorHook(SessionRunHook):
         if not _has_nan(run_values.results):
             return
         if self._fail_on_nan_loss:
-            logger.error(_DIVERGED)
+            logger.error(_DIVERGED, extra=fields(run_values.global_step, "NanTensorHook", "after_run"))
             raise NanLossDuringTrainingError()
-        logger.warning(_DIVERGED)
+        logger.warning(_DIVERGED, extra=fields(run_values.global_step, "NanTensorHook", "after_run"))
         run_context.request_stop()
 
 

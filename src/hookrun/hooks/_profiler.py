@@ -32,7 +32,7 @@ from .._hooks import (
     TimingRecord,
 )
 from .._timer import Clock, SecondOrStepTimer
-from ._common import logger
+from ._common import fields, logger
 
 __all__ = ["ProfilerHook", "chrome_trace"]
 
@@ -106,7 +106,7 @@ class ProfilerHook(SessionRunHook):
         step, metadata = self._pending
         self._pending = None
         path = self._output_dir / f"timeline-{step}.json"
-        logger.info("Saving timeline for %d into '%s'.", step, path)
+        logger.info("Saving timeline for %d into '%s'.", step, path, extra=fields(step, "ProfilerHook"))
         text = json.dumps(chrome_trace(metadata.timings, step=step))
         await anyio.to_thread.run_sync(_write_text, path, text)
         self.saved_files.append(path)

@@ -6,7 +6,7 @@ import os
 
 from .._hooks import SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
-from ._common import logger
+from ._common import fields, logger
 from ._summary_writer import SummaryWriter, WriterSlot
 
 __all__ = ["StepCounterHook"]
@@ -73,7 +73,7 @@ class StepCounterHook(SessionRunHook):
         rate = elapsed_steps / elapsed_secs if elapsed_secs > 0 else float("inf")
         if self._slot.writer is not None:
             self._slot.writer.add_scalar(self.summary_tag, rate, step)
-        logger.info("%s: %g", self.summary_tag, rate)
+        logger.info("%s: %g", self.summary_tag, rate, extra=fields(step, "StepCounterHook", "after_run"))
 
     def _check_advanced(self, step: int) -> None:
         stalled = self._last_step is not None and step <= self._last_step
@@ -86,5 +86,6 @@ class StepCounterHook(SessionRunHook):
                 "you gave it.",
                 step,
                 self._last_step,
+                extra=fields(step, "StepCounterHook", "after_run"),
             )
         self._last_step = step

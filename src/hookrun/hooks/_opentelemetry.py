@@ -1,0 +1,133 @@
+"""``OpenTelemetryHook``: one span per step, child spans per hook call and for the run.
+
+The hook asks for a trace of every step (``RunOptions(trace=True)``, and
+``traces_before_run``), so the step's ``RunMetadata.timings`` holds a record per
+hook call and for the session run. Through ``step_context`` the session enters
+the step span around the whole step in the calling task: it is current (an
+OpenTelemetry context attached) while every hook runs, so spans a hook starts
+nest under it, and it is detached when the step ends, whether it returned or
+raised. The child spans are created from the records when the step ends, with
+their recorded start and end times. Needs ``hookrun[otel]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import anyio
+
+from .._hooks import (
+    RunMetadata,
+    RunOptions,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    TimingRecord,
+)
+from .._plan import hook_name
+from ._common import import_optional
+
+__all__ = ["OpenTelemetryHook"]
+
+_TRACE = SessionRunArgs(options=RunOptions(trace=True))
+
+
+class OpenTelemetryHook(SessionRunHook):
+    """Spans for every step: ``hookrun.step`` with a child per hook call
+    (``hookrun.<phase> <hook>``) and one for the session run (``hookrun.run``).
+
+    ``tracer_provider``: the provider to get the tracer from (default: the global
+    one). Attributes: ``hookrun.step`` (the global step the step started at) on
+    every span, ``hookrun.hook`` and ``hookrun.phase`` on the children, and
+    ``attributes`` (a mapping) on the step span. A step that raises has the error
+    recorded on its span (status ERROR, an exception event), and so has the span
+    of the hook call that raised it.
+    """
+
+    traces_before_run = True
+
+    def __init__(
+        self,
+        tracer_provider: Any = None,
+        *,
+        step_span_name: str = "hookrun.step",
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        trace = import_optional("opentelemetry.trace", "otel", "OpenTelemetryHook")
+        self._tracer = trace.get_tracer("hookrun", tracer_provider=tracer_provider)
+        if not isinstance(step_span_name, str) or not step_span_name:
+            raise ValueError(f"OpenTelemetryHook(step_span_name=...) must be a non-empty string, got {step_span_name!r}")
+        self._name = step_span_name
+        self._attributes = dict(attributes or {})
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        """Ask for a trace of the step (the records the child spans are made from)."""
+        return _TRACE
+
+    @contextlib.contextmanager
+    def step_context(self, run_context: SessionRunContext, run_metadata: RunMetadata) -> Iterator[Any]:
+        """The step span, current for the whole step; its children when it ends."""
+        from opentelemetry import context, trace
+        from opentelemetry.trace import Status, StatusCode
+
+        step = run_context.global_step
+        span = self._tracer.start_span(self._name, attributes={**self._attributes, "hookrun.step": step})
+        token = context.attach(trace.set_span_in_context(span))
+        first = len(run_metadata.timings)
+        wall_ns, now = time.time_ns(), anyio.current_time()
+        error: BaseException | None = None
+        try:
+            yield span
+        except BaseException as exc:
+            error = exc
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            raise
+        finally:
+            context.detach(token)
+            parent = trace.set_span_in_context(span)
+            failing = _failing_call(error)
+            for record in run_metadata.timings[first:]:
+                self._child(record, parent, step, wall_ns, now, error if (record.phase, record.name) == failing else None)
+            span.end()
+
+    def _child(
+        self, record: TimingRecord, parent: Any, step: int, wall_ns: int, now: float, error: BaseException | None
+    ) -> None:
+        from opentelemetry.trace import Status, StatusCode
+
+        def at(seconds: float) -> int:
+            return wall_ns + int((seconds - now) * 1e9)
+
+        if record.phase == "run":
+            name, attributes = "hookrun.run", {"hookrun.step": step, "hookrun.phase": "run"}
+        else:
+            name = f"hookrun.{record.phase} {record.name}"
+            attributes = {"hookrun.step": step, "hookrun.hook": record.name, "hookrun.phase": record.phase}
+        child = self._tracer.start_span(name, context=parent, attributes=attributes, start_time=at(record.start))
+        if error is not None:
+            child.record_exception(error)
+            child.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        child.end(end_time=at(record.end))
+
+
+def _failing_call(error: BaseException | None) -> tuple[str, str] | None:
+    """``(phase, hook name)`` of the hook method the error was raised in, if it was."""
+    if error is None:
+        return None
+    phase = getattr(error, "phase", None)
+    hook = getattr(error, "hook", None)
+    if isinstance(phase, str) and hook is not None:  # HookTimeoutError
+        return phase, hook_name(hook)
+    tb = error.__traceback__
+    found = None
+    while tb is not None:
+        frame = tb.tb_frame
+        name = frame.f_code.co_name
+        if name in ("before_run", "after_run") and "self" in frame.f_locals and found is None:
+            found = (name, hook_name(frame.f_locals["self"]))
+        tb = tb.tb_next
+    return found

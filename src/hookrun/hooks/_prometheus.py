@@ -1,0 +1,128 @@
+"""``PrometheusHook``: counters and histograms of steps, hook calls and recoveries.
+
+Like ``OpenTelemetryHook`` it asks for a trace of every step and reads the step's
+``RunMetadata.timings`` when the step ends (``step_context``), so every hook call
+is observed, not a sample. Metrics live in a registry of the hook's own unless
+one is given; ``port`` serves them on ``http://addr:port/metrics`` from
+``begin`` to ``end`` (or ``close()``). Needs ``hookrun[prometheus]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import anyio
+
+from .._hooks import RunMetadata, RunOptions, SessionRunArgs, SessionRunContext, SessionRunHook
+from ._common import import_optional
+
+__all__ = ["PrometheusHook"]
+
+_TRACE = SessionRunArgs(options=RunOptions(trace=True))
+#: Latency buckets (seconds): 50 us to 60 s.
+DEFAULT_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
+
+
+class PrometheusHook(SessionRunHook):
+    """Prometheus metrics of a monitored session (``prometheus-client``).
+
+    Metrics (``namespace`` prefixes them, default ``hookrun``):
+    ``hookrun_steps_total{outcome="ok"|"error"}``, ``hookrun_step_seconds``,
+    ``hookrun_run_seconds`` (the session's own run), ``hookrun_hook_seconds{hook,
+    phase}`` (``before_run`` / ``after_run`` calls), ``hookrun_sessions_created_total``
+    and ``hookrun_recoveries_total`` (sessions created after the first one).
+
+    ``registry``: a ``prometheus_client.CollectorRegistry`` (pass
+    ``prometheus_client.REGISTRY`` to join the process-wide one); ``None`` makes
+    one for this hook, :attr:`registry`. ``port``: serve ``/metrics`` there while
+    the session runs (``0`` picks a free port, see :attr:`port`), bound to ``addr``
+    (loopback by default: pass ``"0.0.0.0"`` to expose it).
+    """
+
+    traces_before_run = True
+
+    def __init__(
+        self,
+        registry: Any = None,
+        port: int | None = None,
+        addr: str = "127.0.0.1",
+        *,
+        namespace: str = "hookrun",
+        buckets: Sequence[float] = DEFAULT_BUCKETS,
+    ) -> None:
+        client = import_optional("prometheus_client", "prometheus", "PrometheusHook")
+        if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535):
+            raise ValueError(f"PrometheusHook(port=...) must be None or a port number 0..65535, got {port!r}")
+        self.registry = registry if registry is not None else client.CollectorRegistry()
+        self._port, self._addr = port, addr
+        self._server: Any = None
+        self._thread: Any = None
+        self.port: int | None = None  # the bound port while serving
+        kw: dict[str, Any] = {"namespace": namespace, "registry": self.registry}
+        self.steps = client.Counter("steps", "Steps run, by outcome", ["outcome"], **kw)
+        self.step_seconds = client.Histogram("step_seconds", "Step latency", buckets=buckets, **kw)
+        self.run_seconds = client.Histogram("run_seconds", "Session run latency", buckets=buckets, **kw)
+        self.hook_seconds = client.Histogram(
+            "hook_seconds", "Hook call latency", ["hook", "phase"], buckets=buckets, **kw
+        )
+        self.sessions = client.Counter("sessions_created", "Sessions created", **kw)
+        self.recoveries = client.Counter("recoveries", "Sessions re-created after a failure", **kw)
+        self._created = 0
+
+    async def begin(self) -> None:
+        """Start serving ``/metrics`` when a port was given."""
+        port = self._port
+        if port is not None and self._server is None:
+            from prometheus_client import start_http_server
+
+            self._server, self._thread = await anyio.to_thread.run_sync(
+                lambda: start_http_server(port, addr=self._addr, registry=self.registry)
+            )
+            self.port = self._server.server_address[1]
+
+    async def after_create_session(self, session: Any, coord: Any) -> None:
+        """Count the session; every one after the first is a recovery."""
+        self.sessions.inc()
+        if self._created:
+            self.recoveries.inc()
+        self._created += 1
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        """Ask for a trace of the step."""
+        return _TRACE
+
+    @contextlib.contextmanager
+    def step_context(self, run_context: SessionRunContext, run_metadata: RunMetadata) -> Iterator[None]:
+        """Time the step; observe its hook calls and run when it ends."""
+        first = len(run_metadata.timings)
+        started = anyio.current_time()
+        try:
+            yield
+        except BaseException:
+            self.steps.labels(outcome="error").inc()
+            raise
+        else:
+            self.steps.labels(outcome="ok").inc()
+            self.step_seconds.observe(anyio.current_time() - started)
+        finally:
+            for record in run_metadata.timings[first:]:
+                took = max(record.end - record.start, 0.0)
+                if record.phase == "run":
+                    self.run_seconds.observe(took)
+                else:
+                    self.hook_seconds.labels(hook=record.name, phase=record.phase).observe(took)
+
+    async def end(self, session: Any) -> None:
+        """Stop serving."""
+        await anyio.to_thread.run_sync(self.close)
+
+    def close(self) -> None:
+        """Stop the ``/metrics`` server, if any (idempotent)."""
+        server, thread, self._server, self._thread = self._server, self._thread, None, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            thread.join()
+        self.port = None
