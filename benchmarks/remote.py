@@ -16,7 +16,10 @@ remote function (``{"y": x}``):
   ``LoggingTensorHook`` (fetching ``y``) and ``StopAtStepHook``.
 
 The overhead of a case is its per-step time over ``session``'s, taken within each
-round, minus one. Then, for Ray: increments per second of K worker processes (async
+round, minus one. As a cross-check less exposed to the remote call's jitter, the
+same rounds time the same hooks on an in-process session that returns at once
+(``local_*`` over ``local_bare``, as in ``python -m benchmarks``): that difference
+over ``session``'s step is the hooks' share of a remote step. Then, for Ray: increments per second of K worker processes (async
 actors) sharing one ``RayStepCounter``, K = 1, 2, 4, each incrementing in a loop; for
 Dask: items per second of the example pipeline (``examples/dask_pipeline.py``, no
 worker lost) on a cluster of 1 and of 2 workers, client connection included.
@@ -51,13 +54,14 @@ from hookrun.remote import await_future
 
 from ._harness import Case, Measurement, Timing, clock, machine_info, measure, stats, timed
 from ._remote_steps import CounterWorker, trivial_step
-from .cases import hooks_of
+from .cases import bare_step, hooked_step, hooks_of
 from .report import fmt, fmt_stats
 
 __all__ = ["main"]
 
 BACKENDS = ("asyncio", "trio")
 BASE = "session"
+LOCAL_BASE = "local_bare"
 HOOKED = ("hooked_0", "noop_10", "worker_hooks")
 #: Cases whose overhead over ``session`` must stay under ``LIMIT``, per engine.
 TARGETED = {"ray": ("noop_10", "worker_hooks"), "dask": ("noop_10",)}
@@ -116,6 +120,8 @@ def step_cases(raw: Callable[[], Any], make_session: Callable[[], Any]) -> list[
         return sample
 
     cases = [
+        Case(LOCAL_BASE, bare_step()),
+        *(Case(f"local_{name}", hooked_step(HOOK_SETS[name])) for name in HOOKED[1:]),
         Case("raw", _loop(raw), min_n=20),
         Case(BASE, _loop(lambda: session.run(["y"], FEED)), min_n=20),
     ]
@@ -141,11 +147,19 @@ def _difference(name: str) -> Callable[[Mapping[str, float]], float]:
     return lambda r: r[name] - r[BASE]
 
 
+def _local_share(name: str) -> Callable[[Mapping[str, float]], float]:
+    """The hooks' cost on an in-process session, as a share of the remote step."""
+    return lambda r: (r[f"local_{name}"] - r[LOCAL_BASE]) / r[BASE]
+
+
 def overheads(m: Measurement) -> dict[str, Any]:
     out: dict[str, Any] = {"per_step_us": {name: m.per_step(name) for name in m.steps}, "steps": m.steps}
     out["cpu_share"] = {name: m.share(name) for name in m.steps}
     out["over_session"] = {name: m.derive(_ratio_minus_one(name)) for name in HOOKED}
     out["over_session_us"] = {name: m.derive(_difference(name)) for name in HOOKED}
+    out["local_hook_cost_over_session"] = {
+        name: m.derive(_local_share(name)) for name in HOOKED[1:]
+    }
     out["session_over_raw_us"] = m.derive(lambda r: r[BASE] - r["raw"])
     return out
 
@@ -283,7 +297,10 @@ def render(result: dict[str, Any]) -> str:
             extra = ""
             if name in data["over_session"]:
                 extra = f"   overhead {fmt_stats(data['over_session'][name], 100.0)} %"
-            lines.append(f"    {name:<13} {fmt_stats(st)}{extra}")
+            if name in data["local_hook_cost_over_session"]:
+                share = data["local_hook_cost_over_session"][name]
+                extra += f"   in-process hooks / remote step {fmt_stats(share, 100.0)} %"
+            lines.append(f"    {name:<18} {fmt_stats(st)}{extra}")
     for key, v in result.get("counter", {}).get("increments_per_s", {}).items():
         lines.append(f"  RayStepCounter, K={key}: {fmt_stats(v)} increments/s")
     for key, v in result.get("pipeline", {}).get("items_per_s", {}).items():

@@ -85,12 +85,18 @@ def test_checkpoints_rejects_bad_sizes() -> None:
 def _check_backends(result: dict[str, Any]) -> None:
     assert set(result["backends"]) == {"asyncio", "trio"}
     for backend, data in result["backends"].items():
-        assert set(data["per_step_us"]) == {"raw", "session", "hooked_0", "noop_10", "worker_hooks"}
+        assert set(data["per_step_us"]) == {
+            "raw", "session", "hooked_0", "noop_10", "worker_hooks",
+            "local_bare", "local_noop_10", "local_worker_hooks",
+        }
         for name, value in data["per_step_us"].items():
             _check_stats(value, f"{backend}.per_step_us.{name}")
         assert set(data["over_session"]) == {"hooked_0", "noop_10", "worker_hooks"}
         for name, value in data["over_session"].items():
             _check_stats(value, f"{backend}.over_session.{name}", positive=False)
+        assert set(data["local_hook_cost_over_session"]) == {"noop_10", "worker_hooks"}
+        for name, value in data["local_hook_cost_over_session"].items():
+            _check_stats(value, f"{backend}.local_hook_cost_over_session.{name}", positive=False)
 
 
 @pytest.mark.engine
