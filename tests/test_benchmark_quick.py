@@ -1,0 +1,124 @@
+"""The on-demand benchmarks (checkpoints, remote steps) run in their quick mode on tiny
+sizes and produce a complete JSON document of positive, finite figures.
+
+Nothing here times anything: the checks are on the document's shape and sanity only.
+The remote ones start their own local cluster, so they run in a subprocess (never
+beside the Ray or Dask test clusters in this process) and are marked ``engine``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STATS = {"median", "min", "max", "n"}
+
+
+def _check_stats(value: Any, where: str, *, positive: bool = True) -> None:
+    assert isinstance(value, dict) and set(value) == STATS, f"{where}: {value!r}"
+    for key in ("median", "min", "max"):
+        number = value[key]
+        assert isinstance(number, float | int) and math.isfinite(number), f"{where}.{key} = {number!r}"
+        if positive:
+            assert number > 0, f"{where}.{key} = {number!r}"
+    assert value["min"] <= value["median"] <= value["max"], where
+    assert value["n"] >= 1, where
+
+
+def _run(module: str, *args: str, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / "result.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--quick", "--json", str(out), *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "target" in done.stdout  # the readable table went to stdout
+    result: dict[str, Any] = json.loads(out.read_text())
+    assert result["meta"]["quick"] is True
+    return result
+
+
+def _check_targets(result: dict[str, Any], expected: set[str]) -> None:
+    assert set(result["targets"]) == expected
+    for name, verdict in result["targets"].items():
+        assert isinstance(verdict["met"], bool), name
+        assert math.isfinite(verdict["median"]), name
+
+
+def test_checkpoints_quick(tmp_path: Path) -> None:
+    pytest.importorskip("numpy")
+    from benchmarks import checkpoints
+
+    out = tmp_path / "ckpt.json"
+    assert checkpoints.main(["--quick", "--mib", "0.5", "--dir", str(tmp_path), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["meta"]["state_mib"] == pytest.approx(0.5)
+    assert set(result["per_step_us"]) == {"save", "plain_write", "steps_idle", "steps_saving"}
+    for name, value in result["per_step_us"].items():
+        _check_stats(value, f"per_step_us.{name}")
+    assert set(result["summary"]) == {
+        "save_mib_per_s", "plain_write_mib_per_s", "save_over_plain_throughput",
+        "step_idle_us", "step_saving_us", "step_saving_over_idle",
+    }
+    for name, value in result["summary"].items():
+        _check_stats(value, f"summary.{name}")
+    _check_targets(result, {"save_over_plain_throughput", "step_saving_over_idle"})
+    assert list(tmp_path.iterdir()) == [out]  # its scratch directory is gone
+
+
+def test_checkpoints_rejects_bad_sizes() -> None:
+    from benchmarks import checkpoints
+
+    with pytest.raises(SystemExit):
+        checkpoints.parse_args(["--mib", "0"])
+
+
+def _check_backends(result: dict[str, Any]) -> None:
+    assert set(result["backends"]) == {"asyncio", "trio"}
+    for backend, data in result["backends"].items():
+        assert set(data["per_step_us"]) == {
+            "raw", "session", "hooked_0", "noop_10", "worker_hooks",
+            "local_bare", "local_noop_10", "local_worker_hooks",
+        }
+        for name, value in data["per_step_us"].items():
+            _check_stats(value, f"{backend}.per_step_us.{name}")
+        assert set(data["over_session"]) == {"hooked_0", "noop_10", "worker_hooks"}
+        for name, value in data["over_session"].items():
+            _check_stats(value, f"{backend}.over_session.{name}", positive=False)
+        assert set(data["local_hook_cost_over_session"]) == {"noop_10", "worker_hooks"}
+        for name, value in data["local_hook_cost_over_session"].items():
+            _check_stats(value, f"{backend}.local_hook_cost_over_session.{name}", positive=False)
+
+
+@pytest.mark.engine
+def test_remote_ray_quick(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    result = _run("benchmarks.remote", "--engine", "ray", tmp_path=tmp_path)
+    _check_backends(result)
+    counter = result["counter"]
+    assert set(counter["increments_per_s"]) == {"1", "2", "4"}
+    for k, value in counter["increments_per_s"].items():
+        _check_stats(value, f"counter.{k}")
+    assert counter["final_value"] == counter["increments_per_worker"] * 7 * result["meta"]["rounds"]
+    _check_targets(result, {f"{n}_{b}" for n in ("noop_10", "worker_hooks") for b in ("asyncio", "trio")})
+
+
+@pytest.mark.engine
+def test_remote_dask_quick(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    result = _run("benchmarks.remote", "--engine", "dask", tmp_path=tmp_path)
+    _check_backends(result)
+    rates = result["pipeline"]["items_per_s"]
+    assert set(rates) == {f"{w}_workers_{b}" for w in (1, 2) for b in ("asyncio", "trio")}
+    for name, value in rates.items():
+        _check_stats(value, f"pipeline.{name}")
+    _check_targets(result, {"noop_10_asyncio", "noop_10_trio"})
