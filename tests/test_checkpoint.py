@@ -322,3 +322,18 @@ def test_a_codec_must_look_like_one(tmp_path: Path) -> None:
     """A codec without name, encode and decode is a TypeError at construction."""
     with pytest.raises(TypeError, match="is not a Codec"):
         Checkpointer(tmp_path, codec=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_saves_cancelled_at_any_moment_never_hang_and_leave_the_latest_valid(tmp_path: Path) -> None:
+    """A save cancelled before its worker thread even started returns at once (it used to
+    wait for ever for a thread that never ran); the newest checkpoint left is valid."""
+    checkpointer = Checkpointer(tmp_path)
+    await checkpointer.save(0, {"x": 0})
+    with anyio.fail_after(30):
+        for step in range(1, 120):
+            with anyio.move_on_after(0.0002 * (step % 7)):
+                await checkpointer.save(step, {"x": step, "pad": b"x" * 100_000})
+    restored = await checkpointer.restore()
+    assert restored is not None and restored.state["x"] == restored.step
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temporary file left

@@ -247,9 +247,15 @@ async def _run_abortable(fn: Callable[..., T], *args: Any) -> T:
 
     So a cancelled caller returns only once the thread has stopped (nothing keeps running).
     """
-    abort, finished = threading.Event(), threading.Event()
+    abort, finished, lock = threading.Event(), threading.Event(), threading.Lock()
+    started = False
 
     def body() -> T:
+        nonlocal started
+        with lock:
+            if abort.is_set():  # cancelled before the thread picked it up: never start
+                raise _Abandoned
+            started = True
         try:
             return fn(*args, abort)
         finally:
@@ -258,10 +264,17 @@ async def _run_abortable(fn: Callable[..., T], *args: Any) -> T:
     try:
         return await anyio.to_thread.run_sync(body, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
-        abort.set()
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(finished.wait)
+        with lock:
+            abort.set()
+            running = started
+        if running:  # wait for the thread to stop; if it never started, it never will
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(finished.wait)
         raise
+
+
+class _Abandoned(Exception):
+    """The work of a cancelled caller, never started."""
 
 
 def _prepare_directory(directory: str) -> None:
