@@ -3,10 +3,12 @@
 Items come from an async generator; each step sends one item to a Dask worker
 (``DaskStepSession``: one task per step, never served from Dask's cache) and the
 result goes to a sink keyed by item id, so writing an item twice changes nothing.
-A progress bar and a step counter hook watch the run. One worker is killed in the
-middle of the transform of item ``lose_at`` (a stand-in for a lost machine): the
-scheduler runs that task again on the other worker, and the pipeline ends with
-every item processed exactly once.
+A progress bar and a step counter hook watch the run, and a checkpoint saver keeps
+the source's cursor (the next item to read) every 10 steps and at the end, so a
+pipeline started again with the same checkpoint directory resumes where the last
+one stopped. One worker is killed in the middle of the transform of item
+``lose_at`` (a stand-in for a lost machine): the scheduler runs that task again on
+the other worker, and the pipeline ends with every item processed exactly once.
 
 Run it with ``python -m examples.dask_pipeline`` (it starts a two-worker
 ``LocalCluster`` on 127.0.0.1 unless given ``--address``).
@@ -29,7 +31,7 @@ import anyio.lowlevel
 
 import hookrun
 from hookrun.dask import DaskStepSession
-from hookrun.hooks import ProgressBarHook, StepCounterHook
+from hookrun.hooks import CheckpointSaverHook, ProgressBarHook, StepCounterHook
 
 
 def transform(feed: Mapping[str, Any]) -> dict[str, Any]:
@@ -42,9 +44,23 @@ def transform(feed: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": feed["id"], "words": len(text.split()), "worker": os.getpid()}
 
 
-async def source(count: int) -> AsyncIterator[dict[str, Any]]:
-    """The async input: ``count`` items with ids 0..count-1."""
-    for number in range(count):
+@dataclass
+class Cursor:
+    """The source's position, saved with every checkpoint (``hookrun.Checkpointable``)."""
+
+    next: int = 0
+    checkpoint_key = "source"
+
+    def state_dict(self) -> dict[str, int]:
+        return {"next": self.next}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        self.next = int(state["next"])
+
+
+async def source(count: int, start: int = 0) -> AsyncIterator[dict[str, Any]]:
+    """The async input: items with ids ``start``..count-1."""
+    for number in range(start, count):
         await anyio.lowlevel.checkpoint()  # a real source would await I/O here
         yield {"id": number, "text": " ".join(["word"] * (number % 7 + 1))}
 
@@ -62,9 +78,20 @@ class Sink:
         self.rows[item_id] = words
 
 
-async def run_pipeline(address: str, items: int, lose_at: int | None) -> Sink:
-    """Push every item of the source through the cluster at ``address`` into a sink."""
-    sink = Sink()
+async def run_pipeline(
+    address: str, items: int, lose_at: int | None, checkpoint_dir: Path | None = None, sink: Sink | None = None
+) -> Sink:
+    """Push every item of the source, from the cursor of the latest checkpoint in
+    ``checkpoint_dir`` (a temporary directory unless given) on, through the cluster at
+    ``address`` into a sink."""
+    if checkpoint_dir is None:
+        with tempfile.TemporaryDirectory() as scratch:
+            return await run_pipeline(address, items, lose_at, Path(scratch), sink)
+    sink = Sink() if sink is None else sink
+    cursor = Cursor()
+    latest = await hookrun.Checkpointer(checkpoint_dir).restore()
+    if latest is not None:
+        cursor.load_state_dict(latest.state["hooks"]["source"])
 
     async def create() -> DaskStepSession:
         return DaskStepSession(transform, address=address)  # its own client, closed with it
@@ -72,21 +99,27 @@ async def run_pipeline(address: str, items: int, lose_at: int | None) -> Sink:
     hooks = [
         ProgressBarHook(total=items, desc="items"),  # a bar on a terminal, else log lines
         StepCounterHook(every_n_steps=10),
+        CheckpointSaverHook(checkpoint_dir, save_steps=10, checkpointables=[cursor]),
     ]
+    counter = hookrun.LocalStepCounter(latest.step if latest is not None else 0)
     with tempfile.TemporaryDirectory() as scratch:
         marker = str(Path(scratch) / "worker-lost")
-        async with hookrun.MonitoredSession(create, hooks) as sess:
-            async for item in source(items):
+        async with hookrun.MonitoredSession(create, hooks, step_counter=counter) as sess:
+            async for item in source(items, cursor.next):
                 feed = {**item, "lose_marker": marker if item["id"] == lose_at else None}
                 item_id, words = await sess.run(["id", "words"], feed)
                 await sink.write(item_id, words)
+                cursor.next = item_id + 1  # saved by the next checkpoint
     return sink
 
 
-async def main(items: int = 40, *, address: str | None = None, lose_at: int | None = 10) -> Sink:
-    """Run the pipeline (on a fresh two-worker LocalCluster unless ``address`` is given)."""
+async def main(
+    items: int = 40, *, address: str | None = None, lose_at: int | None = 10, checkpoint_dir: Path | None = None
+) -> Sink:
+    """Run the pipeline (on a fresh two-worker LocalCluster unless ``address`` is given),
+    resuming from ``checkpoint_dir`` (a temporary directory unless given)."""
     if address is not None:
-        return await run_pipeline(address, items, lose_at)
+        return await run_pipeline(address, items, lose_at, checkpoint_dir)
     from distributed import LocalCluster
 
     start = functools.partial(
@@ -94,7 +127,7 @@ async def main(items: int = 40, *, address: str | None = None, lose_at: int | No
     )
     cluster = await anyio.to_thread.run_sync(start)
     try:
-        sink = await run_pipeline(cluster.scheduler_address, items, lose_at)
+        sink = await run_pipeline(cluster.scheduler_address, items, lose_at, checkpoint_dir)
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(cluster.close)

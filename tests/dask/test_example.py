@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import distributed
 import pytest
 from examples import dask_pipeline
+
+import hookrun
 
 pytestmark = pytest.mark.anyio
 
@@ -22,3 +26,18 @@ async def test_pipeline_processes_every_item_exactly_once(
     assert sink.writes == 30
     assert sink.rows == {i: i % 7 + 1 for i in range(30)}
     assert before - set(dask_client.run(lambda: 0)), "no worker was lost"
+
+
+async def test_a_pipeline_started_again_resumes_from_its_last_checkpoint(
+    dask_cluster: distributed.LocalCluster, tmp_path: Path
+) -> None:
+    """The checkpoint saver keeps the source's cursor: a pipeline stopped after 15 items and
+    started again with the same directory reads only the rest, and the sink holds every item once."""
+    with anyio.fail_after(120):
+        first = await dask_pipeline.main(15, address=dask_cluster.scheduler_address, lose_at=None, checkpoint_dir=tmp_path)
+        assert hookrun.latest_checkpoint(tmp_path) is not None
+        second = await dask_pipeline.run_pipeline(dask_cluster.scheduler_address, 30, None, tmp_path)
+    assert sorted(first.rows) == list(range(15)) and sorted(second.rows) == list(range(15, 30))
+    assert second.writes == 15
+    restored = await hookrun.Checkpointer(tmp_path).restore()
+    assert restored is not None and restored.state["hooks"]["source"] == {"next": 30}
