@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import json
 import math
 import os
 import platform
@@ -32,6 +33,7 @@ __all__ = [
     "Timing",
     "calibrate",
     "clock",
+    "emit",
     "machine_info",
     "measure",
     "pin_cpu",
@@ -213,3 +215,16 @@ def machine_info(packages: Sequence[str] = ("anyio", "trio", "uvloop", "hookrun"
         "platform": platform.platform(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
+
+
+def emit(result: Mapping[str, Any], table: str, json_path: str | None) -> None:
+    """Print a benchmark's outcome: the JSON document on stdout and the table on stderr,
+    or, with ``json_path``, the document to that file and the table on stdout."""
+    document = json.dumps(result, indent=2)
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            f.write(document + "\n")
+        print(table)
+    else:
+        print(table, file=sys.stderr)
+        print(document)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import os
 import shutil
 import sys
@@ -46,7 +45,7 @@ import anyio.lowlevel
 
 from hookrun import Checkpointer, MonitoredSession, RunMetadata, RunOptions
 
-from ._harness import Case, Measurement, Timing, clock, machine_info, measure, timed
+from ._harness import Case, Measurement, Timing, clock, emit, machine_info, measure, timed
 from .cases import hooks_of
 from .report import fmt, fmt_stats
 
@@ -298,14 +297,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     result = run(args)
-    document, table = json.dumps(result, indent=2), render(result)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(document + "\n")
-        print(table)
-    else:
-        print(table, file=sys.stderr)
-        print(document)
+    emit(result, render(result), args.json)
     return 0
 
 

@@ -48,6 +48,7 @@ from ._harness import (
     RoundFn,
     Timing,
     clock,
+    emit,
     machine_info,
     measure,
     pin_cpu,
@@ -355,14 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cpu_share": {name: m.share(name) for name in m.steps},
         "overheads": overheads(m, ks),
     }
-    document, table = json.dumps(result, indent=2), render(result)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(document + "\n")
-        print(table)
-    else:
-        print(table, file=sys.stderr)
-        print(document)
+    emit(result, render(result), args.json)
     return 0
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -52,7 +51,7 @@ from hookrun import MonitoredSession, SessionRunHook
 from hookrun.hooks import LoggingTensorHook, StepCounterHook, StopAtStepHook
 from hookrun.remote import await_future
 
-from ._harness import Case, Measurement, Timing, clock, machine_info, measure, stats, timed
+from ._harness import Case, Measurement, Timing, clock, emit, machine_info, measure, stats, timed
 from ._remote_steps import CounterWorker, trivial_step
 from .cases import bare_step, hooked_step, hooks_of
 from .report import fmt, fmt_stats
@@ -344,14 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     result = {"meta": meta, **result}
     result["targets"] = verdicts(args.engine, result)
-    document, table = json.dumps(result, indent=2), render(result)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(document + "\n")
-        print(table)
-    else:
-        print(table, file=sys.stderr)
-        print(document)
+    emit(result, render(result), args.json)
     return 0
 
 

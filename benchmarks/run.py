@@ -8,7 +8,6 @@ and the table goes to stdout. See ``docs/benchmarks.md`` for the method.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -22,7 +21,17 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``hook
 
 import anyio
 
-from ._harness import CLOCKS, Measurement, RoundFn, Stats, machine_info, measure, pin_cpu, stats
+from ._harness import (
+    CLOCKS,
+    Measurement,
+    RoundFn,
+    Stats,
+    emit,
+    machine_info,
+    measure,
+    pin_cpu,
+    stats,
+)
 from .cases import BASELINE, HOOK_COUNTS, concurrency_cases, hooked_name, step_cases
 from .memory import import_times, memory_run, workloads
 from .report import evaluate, render
@@ -261,15 +270,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     result = run(args)
-    document = json.dumps(result, indent=2)
-    table = render(result)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(document + "\n")
-        print(table)
-    else:
-        print(table, file=sys.stderr)
-        print(document)
+    emit(result, render(result), args.json)
     return 0
 
 
