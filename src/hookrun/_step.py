@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 
 import anyio
 
-__all__ = ["LocalStepCounter", "StepCounter"]
+__all__ = ["LocalStepCounter", "StepCounter", "check_step_value"]
 
 
 @runtime_checkable
@@ -45,8 +45,7 @@ class LocalStepCounter:
     __slots__ = ("_changed", "value")
 
     def __init__(self, initial: int = 0) -> None:
-        if not isinstance(initial, int) or isinstance(initial, bool):
-            raise TypeError(f"LocalStepCounter(initial=...) must be an int, got {initial!r}")
+        check_step_value("LocalStepCounter(initial=...)", initial)
         self.value = initial
         self._changed: anyio.Event | None = None
 
@@ -67,8 +66,7 @@ class LocalStepCounter:
         return self.value
 
     async def set(self, value: int) -> None:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"step counter value must be an int, got {value!r}")
+        check_step_value("step counter value", value)
         self.value = value
         self._wake()
 
@@ -83,3 +81,9 @@ class LocalStepCounter:
         changed, self._changed = self._changed, None
         if changed is not None:
             changed.set()
+
+
+def check_step_value(what: str, value: object) -> None:
+    """A step counter's values are ints (never bools): a TypeError naming ``what`` otherwise."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, got {value!r}")

@@ -21,6 +21,7 @@ import anyio
 from distributed import Client, Future, Lock
 
 from .._errors import UnavailableError
+from .._step import check_step_value
 from ._client import ClientSource
 from ._errors import DaskActorLostError, await_actor_call, is_unreachable, unavailable
 
@@ -86,7 +87,7 @@ class DaskStepCounter:
     def __init__(self, client: Client, name: str = "global_step", *, initial: int = 0) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"DaskStepCounter: name must be a non-empty string, got {name!r}")
-        _check_int("DaskStepCounter(initial=...)", initial)
+        check_step_value("DaskStepCounter(initial=...)", initial)
         if not isinstance(client, Client):
             raise TypeError(f"DaskStepCounter: client must be a distributed.Client, got {type(client).__name__}")
         self._source = ClientSource(f"DaskStepCounter({name!r})", client, None)
@@ -105,15 +106,15 @@ class DaskStepCounter:
         return await self._call("get")
 
     async def increment(self, n: int = 1) -> int:
-        _check_int("DaskStepCounter.increment(n)", n)
+        check_step_value("DaskStepCounter.increment(n)", n)
         return await self._call("increment", n)
 
     async def set(self, value: int) -> None:
-        _check_int("step counter value", value)
+        check_step_value("step counter value", value)
         await self._call("set", value)
 
     async def wait_for(self, target: int) -> int:
-        _check_int("DaskStepCounter.wait_for(target)", target)
+        check_step_value("DaskStepCounter.wait_for(target)", target)
         token = next(self._tokens)
         return await self._call("wait_until", target, token, forget=token)
 
@@ -170,7 +171,3 @@ class DaskStepCounter:
                 self.client.publish_dataset(future, name=self._dataset, override=True)
             return future, future.result()
 
-
-def _check_int(what: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{what} must be an int, got {value!r}")

@@ -21,6 +21,7 @@ import ray
 from ray.actor import ActorHandle
 
 from .._errors import UnavailableError
+from .._step import check_step_value
 from ._errors import await_ref
 from ._runtime import RayLease
 
@@ -87,7 +88,7 @@ class RayStepCounter:
             raise ValueError(f"RayStepCounter: name must be a non-empty string, got {name!r}")
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
             raise ValueError(f"RayStepCounter: namespace must be a non-empty string, got {namespace!r}")
-        _check_int("RayStepCounter(initial=...)", initial)
+        check_step_value("RayStepCounter(initial=...)", initial)
         self.name = name
         self.namespace = namespace or DEFAULT_NAMESPACE
         self.initial = initial
@@ -102,15 +103,15 @@ class RayStepCounter:
         return await self._call("get")
 
     async def increment(self, n: int = 1) -> int:
-        _check_int("RayStepCounter.increment(n)", n)
+        check_step_value("RayStepCounter.increment(n)", n)
         return await self._call("increment", n)
 
     async def set(self, value: int) -> None:
-        _check_int("step counter value", value)
+        check_step_value("step counter value", value)
         await self._call("set", value)
 
     async def wait_for(self, target: int) -> int:
-        _check_int("RayStepCounter.wait_for(target)", target)
+        check_step_value("RayStepCounter.wait_for(target)", target)
         return await self._call("wait_until", target)
 
     async def delete(self) -> None:
@@ -163,7 +164,3 @@ class RayStepCounter:
         )
         return cast("ActorHandle[Any]", options.remote(self.initial))
 
-
-def _check_int(what: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{what} must be an int, got {value!r}")
