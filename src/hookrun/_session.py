@@ -143,10 +143,10 @@ class _MonitoredSessionBase(Stepping):
         self._begin, self._after_create = self._stats.plan("begin"), self._stats.plan("after_create_session")
         self._before, self._after, self._end = plans["before_run"], plans["after_run"], self._stats.plan("end")
         self._hooked = bool(self._before.calls or self._after.calls)
-        #: Whether a step needs a cancel scope around its phases (a phase has several async hooks).
-        self._step_scoped = self._before.cancellable or self._after.cancellable
+        # A step needs a cancel scope around its phases when a phase has a hook after an async one.
+        step_scoped = self._before.cancellable or self._after.cancellable
         self._step: Callable[..., Awaitable[Any]] = (
-            self._run_bare if not self._hooked else self._run_hooked if self._step_scoped else self._hooked_step
+            self._run_bare if not self._hooked else self._run_hooked if step_scoped else self._hooked_step
         )
         #: Hooks entering a context around every step (``step_context``); none: no cost at all.
         self._step_hooks = step_context_hooks(self.hooks)

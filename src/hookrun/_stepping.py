@@ -44,7 +44,6 @@ class Stepping:
     _counter: StepCounter
     _local: LocalStepCounter | None
     _raw: Any
-    _step_scoped: bool
     _time_before_run: bool
     _layout: FetchLayout | None
     _on_stop: Callable[[], None]
@@ -132,12 +131,11 @@ class Stepping:
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
         run_metadata: RunMetadata | None, ctx: SessionRunContext | None = None,
     ) -> Any:
-        """A step with hooks, under a cancel scope when a phase has several async hooks."""
-        if self._step_scoped:
-            with self._dispatcher.new_scope() as scope:
-                return await self._hooked_step(fetches, feed_dict, options, run_metadata, scope, ctx)
-            raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
-        return await self._hooked_step(fetches, feed_dict, options, run_metadata, None, ctx)  # pragma: no cover
+        """A step with hooks under the step's cancel scope (the session steps straight into
+        ``_hooked_step`` when no phase needs one)."""
+        with self._dispatcher.new_scope() as scope:
+            return await self._hooked_step(fetches, feed_dict, options, run_metadata, scope, ctx)
+        raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
 
     async def _hooked_step(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,

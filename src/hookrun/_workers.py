@@ -88,7 +88,7 @@ class PhaseRun:
                 raise
             # A sibling failed and cancelled ``scope``; its error is the outcome.
         except Exception as exc:
-            self.driving = False
+            self.driving = False  # its hook is done: the failure must not cancel ``scope``
             self.fail(position, exc)
         finally:
             self.driving = False
