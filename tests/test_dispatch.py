@@ -606,3 +606,55 @@ async def test_a_hook_waiting_for_the_first_time_is_cancelled_when_a_sibling_fai
         with anyio.fail_after(5), pytest.raises(ValueError, match="sibling failed"):
             await sess.run()
     assert cancelled == [quiet_steps]
+
+
+@pytest.mark.parametrize("caller_cancelled", [True, False], ids=["caller-too", "workers-only"])
+async def test_workers_cancelled_from_outside_never_return_partial_results(caller_cancelled: bool) -> None:
+    """The workers' task group is cancelled from outside while the calling task drives a
+    hook: the phase never returns results with calls missing. When the caller is inside
+    the cancelled scope it ends with that cancellation; when it is not, with a clear error."""
+    from hookrun._dispatch import Dispatcher
+
+    started = anyio.Event()
+    release = anyio.Event()
+
+    class Driven:
+        async def before_run(self, run_context: object) -> SessionRunArgs:
+            await release.wait()
+            return SessionRunArgs("x")
+
+    class OnWorker:
+        async def before_run(self, run_context: object) -> SessionRunArgs:
+            started.set()
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+    outcome: list[object] = []
+
+    async def run_phase(dispatcher: Dispatcher) -> None:
+        plan = dispatcher.plans["before_run"]
+        with dispatcher.new_scope() as scope:
+            try:
+                started_phase = dispatcher.start(plan, [("ctx",)] * 2, scope)
+                outcome.append(started_phase if isinstance(started_phase, list) else await started_phase)
+            except RuntimeError as exc:
+                outcome.append(exc)
+
+    with anyio.fail_after(5):
+        if caller_cancelled:
+            async with anyio.create_task_group() as tg:
+                dispatcher = Dispatcher([Driven(), OnWorker()], task_group=lambda: tg)
+                tg.start_soon(run_phase, dispatcher)
+                await started.wait()
+                tg.cancel_scope.cancel()  # the workers and the caller's task alike
+            assert outcome == []  # cancelled: neither results nor an error
+        else:
+            async with anyio.create_task_group() as caller:
+                async with anyio.create_task_group() as workers:
+                    dispatcher = Dispatcher([Driven(), OnWorker()], task_group=lambda: workers)
+                    caller.start_soon(run_phase, dispatcher)
+                    await started.wait()
+                    workers.cancel_scope.cancel()  # only the workers' scope
+                release.set()
+            assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
+            assert "interrupted" in str(outcome[0])

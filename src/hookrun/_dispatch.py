@@ -56,7 +56,7 @@ import anyio
 from ._errors import HookTimeoutError
 from ._hooks import TimingRecord
 from ._plan import Call, PhasePlan, plan_hooks
-from ._start import Args, Failed, Suspended, check_plain_result, drive, start_calls
+from ._start import PENDING, Args, Failed, Suspended, check_plain_result, drive, start_calls
 from ._wake import scope_factory
 from ._workers import PhaseRun, WorkerPool
 
@@ -134,7 +134,7 @@ class Dispatcher:
         """
         if trace is not None:
             return self._run_traced(plan, args, scope, trace)
-        results: list[Any] = [None] * len(plan.calls)
+        results: list[Any] = [PENDING] * len(plan.calls)
         started = start_calls(plan, args, results, 0)
         if started is None:
             return results
@@ -145,23 +145,22 @@ class Dispatcher:
             return self._finish_alone(plan, args, results, started)
         if scope is None:
             started.coro.close()
+            started.owner.close()  # nothing will drive it: close both now
             raise RuntimeError(f"hookrun: the {plan.phase} phase was started without a cancel scope")
         return self._finish_with_workers(plan, args, results, started, scope)
 
     async def _finish_alone(self, plan: PhasePlan, args: Args, results: list[Any], started: Suspended) -> list[Any]:
         """The phase's last call, its only async one, suspended: drive it to its end."""
-        position, coro, context, yielded = started
-        results[position] = await drive(coro, context, yielded)
+        results[started.position] = await drive(started)
         return results
 
     async def _finish_with_workers(
         self, plan: PhasePlan, args: Args, results: list[Any], started: Suspended, scope: anyio.CancelScope
     ) -> list[Any]:
         """A call suspended beside other async calls: drive it here, workers start the rest."""
-        position, coro, context, yielded = started
-        run = PhaseRun(self.pool(), plan, args, results, scope, copy_context(), position + 1)
+        run = PhaseRun(self.pool(), plan, args, results, scope, copy_context(), started.position + 1)
         try:
-            await run.drive_in_caller(position, coro, context, yielded)
+            await run.drive_in_caller(started)
         except BaseException:
             await run.abandon()
             raise

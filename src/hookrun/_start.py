@@ -30,19 +30,28 @@ from typing import Any, NamedTuple
 from ._hooks import SessionRunArgs
 from ._plan import Call, PhasePlan
 
-__all__ = ["Failed", "Suspended", "check_plain_result", "drive", "start_calls"]
+__all__ = ["PENDING", "Failed", "Suspended", "check_plain_result", "drive", "start_calls"]
 
 #: The arguments of each call of a phase, by position.
 Args = Sequence[tuple[Any, ...]]
 
 
+#: What ``results`` holds for a call that has not finished.
+PENDING: Any = type("Pending", (), {"__repr__": lambda self: "PENDING", "__slots__": ()})()
+
+
 class Suspended(NamedTuple):
-    """The call at ``position`` suspended: drive ``coro`` on from ``yielded``, in ``context``."""
+    """The call at ``position`` suspended: drive ``coro`` on from ``yielded``, in ``context``.
+
+    ``owner`` is the coroutine that started it and waits on it; close it once ``coro``
+    is done (``drive`` does), never before: closing it would close ``coro`` too.
+    """
 
     position: int
     coro: Coroutine[Any, Any, Any]
     context: Context
     yielded: Any
+    owner: Coroutine[Any, Any, Any]
 
 
 class Failed(NamedTuple):
@@ -52,86 +61,101 @@ class Failed(NamedTuple):
     error: Exception
 
 
-def start_calls(plan: PhasePlan, args: Args, results: list[Any], position: int) -> Suspended | Failed | None:
+def start_calls(
+    plan: PhasePlan, args: Args, results: list[Any], position: int, *, batch: bool = True
+) -> Suspended | Failed | None:
     """Start the calls of ``plan`` from ``position`` on, in place, until one suspends or
-    fails; ``None`` when every call finished (their results are in ``results``)."""
+    fails; ``None`` when every call finished (their results are in ``results``, which
+    holds ``PENDING`` for every call not finished yet).
+
+    ``batch``: await consecutive async calls inside one coroutine (``_start_async``),
+    the cheaper way while they return at once; ``False`` starts each on its own, the
+    cheaper way when they are expected to suspend (a worker's share of a phase in which
+    a hook already waits)."""
     runs = plan.runs
     count = len(runs)
     while position < count:
         is_async, fns = runs[position]
-        started: int | Suspended | Failed
-        if not is_async:
-            started = _call_plain(plan, fns, args, results, position)
-        elif len(fns) == 1:  # nothing after it shares its context: no snapshot to compare with
+        if not is_async:  # plain functions, in the current context
+            for fn in fns:
+                try:
+                    result = fn(*args[position])
+                    if result is not None and type(result) is not SessionRunArgs:
+                        check_plain_result(plan.calls[position], result)
+                except Exception as exc:
+                    return Failed(position, exc)
+                results[position] = result
+                position += 1
+            continue
+        if not batch or len(fns) == 1:  # one call: started with ``send`` itself
             context = copy_context()
-            started = context.run(_start_async, fns, args, results, position, context, context)
-        else:
-            base = copy_context()
-            context = base.copy()
-            started = context.run(_start_async, fns, args, results, position, context, base)
-        if type(started) is not int:
-            return started  # type: ignore[return-value]
-        position = started
+            try:
+                owner = fns[0](*args[position])
+                yielded = context.run(owner.send, None)
+            except StopIteration as stop:
+                results[position] = stop.value
+                position += 1
+                continue
+            except Exception as exc:
+                return Failed(position, exc)
+            return Suspended(position, owner, context, yielded, owner)
+        base = copy_context()
+        context = base.copy()
+        owner = _start_async(fns, args, results, position, context, base)
+        try:
+            yielded = context.run(owner.send, None)
+        except StopIteration as stop:
+            position = stop.value
+            continue
+        except Exception as exc:
+            return Failed(results.index(PENDING, position), exc)
+        # ``owner`` waits on the call that suspended: it is driven on its own from here.
+        return Suspended(results.index(PENDING, position), owner.cr_await, context, yielded, owner)  # type: ignore[attr-defined]
     return None
 
 
-def _call_plain(
-    plan: PhasePlan, fns: tuple[Callable[..., Any], ...], args: Args, results: list[Any], position: int
-) -> int | Failed:
-    """Call the consecutive plain functions ``fns`` (the first at ``position``) in the current
-    context; return the position after them, or the first failure."""
-    for fn in fns:
-        try:
-            result = fn(*args[position])
-            if result is not None and type(result) is not SessionRunArgs:
-                check_plain_result(plan.calls[position], result)
-        except Exception as exc:
-            return Failed(position, exc)
-        results[position] = result
-        position += 1
-    return position
-
-
-def _start_async(
+async def _start_async(
     fns: tuple[Callable[..., Any], ...], args: Args, results: list[Any], position: int, context: Context, base: Context
-) -> int | Suspended | Failed:
-    """Run inside ``context``: start the consecutive async calls ``fns`` (the first at
+) -> int:
+    """Run inside ``context``: await the consecutive async calls ``fns`` (the first at
     ``position``) while each finishes without suspending and leaves ``context`` equal to
-    ``base``; return the position of the next call to start, or what stopped the loop."""
-    last = position + len(fns) - 1  # the run's last call: nothing after it shares ``context``
+    ``base``; return the position of the next call to start.
+
+    Awaiting a coroutine that returns at once costs half of starting it with ``send``
+    and catching its ``StopIteration``, so the calls are awaited here and only this
+    coroutine is sent to. When a call suspends, this coroutine suspends with it;
+    ``start_calls`` hands that call out to be driven on its own, and this coroutine is
+    never resumed, only closed once the call is done.
+    """
     for fn in fns:
-        try:
-            coro = fn(*args[position])
-            yielded = coro.send(None)
-        except StopIteration as stop:
-            results[position] = stop.value
-            position += 1
-            if position <= last and context != base:  # it set a variable: the next needs a fresh copy
-                return position
-            continue
-        except Exception as exc:
-            return Failed(position, exc)
-        return Suspended(position, coro, context, yielded)
+        results[position] = await fn(*args[position])
+        position += 1
+        if context != base:  # it set a variable: the next call needs a fresh copy
+            return position
     return position
 
 
 @types.coroutine
-def drive(coro: Coroutine[Any, Any, Any], context: Context, yielded: Any) -> Generator[Any, Any, Any]:
-    """Drive a started coroutine to its end from the current task, in its own context."""
+def drive(started: Suspended) -> Generator[Any, Any, Any]:
+    """Drive a suspended call to its end from the current task, in its own context."""
+    _, coro, context, yielded, owner = started
     send, throw, run = coro.send, coro.throw, context.run
-    while True:
-        try:
-            value = yield yielded
-        except BaseException as exc:
+    try:
+        while True:
             try:
-                yielded = run(throw, exc)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                yielded = run(send, value)
-            except StopIteration as stop:
-                return stop.value
+                value = yield yielded
+            except BaseException as exc:
+                try:
+                    yielded = run(throw, exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    yielded = run(send, value)
+                except StopIteration as stop:
+                    return stop.value
+    finally:
+        owner.close()
 
 
 def check_plain_result(call: Call, result: object) -> None:

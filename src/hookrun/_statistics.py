@@ -7,7 +7,7 @@ call of ``before_run`` / ``after_run``, the session run and the whole step on
 *sampled* steps only, so that the statistics can stay on: an unsampled step costs
 an integer increment and a compare. Sampling is adaptive unless fixed with
 ``StatisticsOptions(sample_every=N)``: every step while steps are slow, down to one
-step in 64 when the timing would otherwise cost more than a few percent.
+step in 256 when the timing would otherwise cost more than a few percent.
 
 A sampled step runs the same phases through *timed plans*: the same calls, each
 wrapped (a plain function stays plain, an async one async, so the dispatcher takes
@@ -34,7 +34,7 @@ __all__ = ["Collector", "StatisticsOptions"]
 
 #: Phases run once per step; the others are the lifecycle phases, timed on every call.
 STEP_PHASES = ("before_run", "after_run")
-_MAX_GAP = 64
+_MAX_GAP = 256
 _COST_SHARE = 0.02  # adaptive sampling spends about this share of the step time on timing
 _NEVER = sys.maxsize
 

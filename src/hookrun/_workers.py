@@ -20,19 +20,25 @@ fails is cancelled at once.
   unwind shielded, then raises the earliest error.
 * Cancellation from outside (of ``run()``) stops the phase the same way and
   propagates.
+* A worker cancelled from outside (a cancel scope around the session's task group)
+  *interrupts* the phase: the other workers stop, and the calling task's hook is
+  left to that same cancellation, which reaches it too when the caller is inside
+  that scope. An interrupted phase never returns: it raises the caller's
+  cancellation, or a ``RuntimeError`` if the caller is not being cancelled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from contextvars import Context
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from ._failures import raise_first
 from ._plan import PhasePlan
-from ._start import Args, Failed, drive, start_calls
+from ._start import Args, Failed, Suspended, drive, start_calls
 from ._wake import Waker, waker_factory
 
 if TYPE_CHECKING:
@@ -45,8 +51,8 @@ class PhaseRun:
     """One run of a phase in which a hook suspended: results, errors, workers engaged."""
 
     __slots__ = (
-        "active", "args", "context", "done", "driving", "errors", "next", "plan", "pool", "ready",
-        "results", "scope", "stopping", "suspensions",
+        "active", "args", "context", "done", "driving", "errors", "interrupted", "next", "plan", "pool",
+        "ready", "results", "scope", "stopping", "suspensions",
     )
 
     def __init__(
@@ -69,6 +75,8 @@ class PhaseRun:
         self.active: list[_Worker] = []
         self.done: Waker | None = None
         self.stopping = False
+        #: Whether a worker was cancelled from outside the phase (see the module docstring).
+        self.interrupted = False
         #: Whether the calling task is driving a hook of this phase right now.
         self.driving = False
         #: Workers woken for this run that have not started taking calls yet.
@@ -76,12 +84,13 @@ class PhaseRun:
         #: Hooks of this run that suspended so far.
         self.suspensions = 0
 
-    async def drive_in_caller(self, position: int, coro: Coroutine[Any, Any, Any], context: Context, yielded: Any) -> None:
-        """The calling task drives the call at ``position``, which has just suspended."""
+    async def drive_in_caller(self, started: Suspended) -> None:
+        """The calling task drives the call that has just suspended."""
+        position = started.position
         self.suspended()
         self.driving = True
         try:
-            self.results[position] = await drive(coro, context, yielded)
+            self.results[position] = await drive(started)
         except anyio.get_cancelled_exc_class():
             if not (self.stopping and self.scope.cancel_called):
                 self.stop()  # cancelled from outside the phase
@@ -127,6 +136,15 @@ class PhaseRun:
         if self.driving:
             self.scope.cancel()
 
+    def interrupt(self) -> None:
+        """A worker was cancelled from outside the phase: stop the other workers, not the
+        calling task's hook (the same cancellation reaches it if it is inside that scope)."""
+        self.interrupted = self.stopping = True
+        for worker in self.active:
+            if worker.running:
+                worker.cancelled = True
+                worker.scope.cancel()
+
     def worker_done(self, worker: _Worker) -> None:
         """A worker finished (or will never start) its share; idempotent."""
         if worker in self.active:
@@ -150,6 +168,12 @@ class PhaseRun:
         self.plan.waiters = self.suspensions
         if self.errors:
             raise_first(self.errors, self.plan.phase, [call.name for call in self.plan.calls])
+        if self.interrupted:  # some calls never ran: the phase has no results to give
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            raise RuntimeError(
+                f"hookrun: the {self.plan.phase} phase was interrupted: a task running its hooks "
+                "was cancelled from outside the step (the session's task group is being cancelled)"
+            )
         return self.results
 
     async def abandon(self) -> None:
@@ -241,6 +265,7 @@ class WorkerPool:
                         self.idle.remove(worker)
                     if worker.job is not None:  # cancelled with a job in hand: give it back
                         worker.job.ready -= 1
+                        worker.job.interrupt()
                         worker.job.worker_done(worker)
                     raise
 
@@ -249,7 +274,7 @@ class WorkerPool:
         calling task handed over; drive one that suspends to its end, then take more."""
         count = len(run.plan.calls)
         while not run.stopping and run.next < count:
-            started = run.context.run(start_calls, run.plan, run.args, run.results, run.next)
+            started = run.context.run(start_calls, run.plan, run.args, run.results, run.next, batch=False)
             if started is None:
                 run.next = count
                 return
@@ -257,13 +282,13 @@ class WorkerPool:
             if isinstance(started, Failed):
                 run.fail(started.position, started.error)
                 return
-            position, coro, context, yielded = started
+            position = started.position
             run.suspended()
             try:
-                run.results[position] = await drive(coro, context, yielded)
+                run.results[position] = await drive(started)
             except anyio.get_cancelled_exc_class():
                 if not worker.cancelled:  # cancelled from outside the phase
-                    run.stop()
+                    run.interrupt()
                     raise
                 return  # a sibling failed: the worker's scope absorbs it
             except Exception as exc:

@@ -457,8 +457,11 @@ class Model:
                 # hook's own timeout raises a HookTimeoutError naming it, so the hint is
                 # enough; the time the hook saw is not (a loaded machine can stall the
                 # process between the timeout's start and the hook's first line).
+                # A hook called again in the same run() (a retried step) did not end its
+                # attempt with a timeout: the attempt was retried, so its error was recoverable.
                 timeout = ("raise", "HookTimeoutError", phase, plan.name)
-                if action.effect == "hang" and self.hint == timeout:
+                retried = (plan.name, phase, number + 1) in self.events
+                if action.effect == "hang" and self.hint == timeout and not retried:
                     errors.append((position, timeout, False))
             results.append(self._request(plan) if phase == "before_run" and end == "done" else None)
         if immediate is not None:

@@ -152,3 +152,27 @@ def test_the_long_profile_scenario_matches_the_model(backend: str) -> None:
             )
             for _ in range(5):
                 check_scenario(scenario, anyio.run(run_scenario, scenario, backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_hang_cancelled_by_a_sibling_then_timed_out_on_the_retry(backend: str) -> None:
+    """The generated scenario that once failed: an async after_run that hangs (cut short
+    by a sibling's AbortedError on the first attempt, by its hook_timeout on the retry)
+    beside a plain after_run that raises AbortedError once. The run() ends with the
+    retry's HookTimeoutError; the first attempt's hang is the sibling's doing."""
+    from .model import check_scenario, run_scenario
+    from .strategies import Action, CallerAction, HookPlan, Scenario
+
+    hang = Action(delay=0, sleep=0.0, effect="hang")
+    scenario = Scenario(
+        singular=False,
+        hooks=(
+            HookPlan("h0", {"after_run": "async"}, {"after_run": (hang, hang)}),
+            HookPlan("h1", {"before_run": "sync", "after_run": "sync"}, {"after_run": (Action(effect="aborted"),)}),
+        ),
+        session_errors={}, hang_at={0: (0,)}, creator_errors={}, max_attempts=2,
+        actions=(CallerAction("run", None, {}, 0.0),) * 3, exit="normal",
+    )
+    observed = anyio.run(run_scenario, scenario, backend=backend)
+    assert observed.outcomes[2][:4] == ("raise", "HookTimeoutError", "after_run", "h0")
+    check_scenario(scenario, observed)
