@@ -1,12 +1,22 @@
 """Starting a phase's calls in place: synchronous code, no task, no await.
 
 A call is *started in place* by whichever task runs the phase: a plain function is
-called; an async method's coroutine is created and sent its first value right
-here, in a copy of the current context, as a new task would run it. A call that
-finishes without suspending costs no task and no event-loop pass. The first call
-that suspends stops the loop: its coroutine, context and yielded value go back to
-the caller, which drives it to its end from the same task (``drive``), so its
+called; an async method's coroutine is created and run up to its first suspension
+right here, in a copy of the current context, as a new task would run it. A call
+that finishes without suspending costs no task and no event-loop pass. The first
+call that suspends stops the loop: its coroutine, context and yielded value go back
+to the caller, which drives it to its end from the same task (``drive``), so its
 cancel scopes and task-bound waits stay where they were opened.
+
+Two ways to start async calls, one loop (``start_calls``):
+
+* consecutive async calls are awaited one after the other inside one coroutine
+  (``_start_async``) that is sent to once: an ``await`` of a coroutine that returns
+  at once costs half of a ``send`` and a caught ``StopIteration``. When a call
+  suspends, that coroutine suspends with it; the call it awaits (``cr_await``) is
+  driven on its own, and the coroutine around it is closed once the call is done;
+* a lone async call, or every call a worker starts (where calls are expected to
+  suspend), is started with ``send`` itself.
 
 Contexts: every async call must start in a context equal to the caller's, never
 seeing what an earlier call set. A copy and a ``Context.run`` per call cost a third
@@ -15,8 +25,9 @@ equals the pristine snapshot it was taken from: a call that finished and left it
 unchanged left nothing for the next call to see. Plain functions run in the current
 context itself (they are ordinary function calls).
 
-Invariant: ``results[p]`` is written only when call ``p`` finished; a call that
-raises before suspending is reported, and no later call is started.
+Invariant: ``results[p]`` holds ``PENDING`` until call ``p`` finished, and is
+written only then; a call that raises before suspending is reported, and no later
+call is started.
 """
 
 from __future__ import annotations
