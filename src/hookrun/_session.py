@@ -441,14 +441,14 @@ class _MonitoredSessionBase(Stepping):
     def should_stop(self) -> bool:
         """True once a hook requested stop, the coordinator stopped, or the session closed."""
         state = self._state
+        if state is _OPEN and not self._hook_stop:  # the common case first: identity checks only
+            return self._coord.should_stop() and not (  # type: ignore[union-attr]  # OPEN: it exists
+                self._recovers and self._held_recoverable() is not None
+            )
         if state not in _STEPPABLE or self._hook_stop:
             return True
-        if state is not State.OPEN:
-            # RECOVERING or BROKEN: a MonitoredSession's next run() recovers first.
-            return not self._recovers
-        coord = self._coord
-        assert coord is not None
-        return coord.should_stop() and not (self._recovers and self._held_recoverable() is not None)
+        # RECOVERING or BROKEN: a MonitoredSession's next run() recovers first.
+        return not self._recovers
 
     def _set_hook_stop(self) -> None:
         self._hook_stop = True
