@@ -90,6 +90,23 @@ async def test_short_writes_are_completed(tmp_path: Path, monkeypatch: pytest.Mo
     np.testing.assert_array_equal(restored.state["a"], state["a"])
 
 
+async def test_the_checksum_is_right_without_mmap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a file cannot be mapped, the checksum is computed by reading the file back."""
+    import mmap
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    state = state_of_arrays()
+    checkpointer = Checkpointer(tmp_path)
+    info = await checkpointer.save(1, state)
+    _checkpoint_file.verify_file(info.path)
+    restored = await checkpointer.restore()
+    assert restored is not None
+    np.testing.assert_array_equal(restored.state["c"], state["c"])
+
+
 async def test_a_write_that_makes_no_progress_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A writev returning 0 raises instead of spinning; no temporary file is left."""
     monkeypatch.setattr(os, "writev", lambda fd, buffers: 0)
@@ -116,7 +133,8 @@ class Probe:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
 async def test_files_are_written_by_a_lower_priority_thread(tmp_path: Path) -> None:
-    """With write_nice=5 the write runs in a thread 5 below the caller; 0 in the same thread pool."""
+    """With write_nice=5 the write runs in a thread 5 below the caller; None in the caller's
+    worker thread, at its priority."""
     base = os.getpriority(os.PRIO_PROCESS, 0)
     lowered, same = Probe(), Probe()
     await Checkpointer(tmp_path / "a", codec=lowered, write_nice=5).save(1, {})

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +34,7 @@ from ._checkpoint_file import (
     write_file,
 )
 from ._checkpoint_index import CheckpointInfo, Retention, scan, warn_corrupt, write_index
+from ._checkpoint_writer import run_lowered
 from ._codec import Chunk, Codec, MsgpackCodec
 
 __all__ = ["Checkpointer", "EncodedState", "RestoredCheckpoint", "latest_checkpoint", "read_checkpoint"]
@@ -115,7 +115,7 @@ class Checkpointer:
         keep_best: int | None = None,
         mode: Literal["min", "max"] = "min",
         basename: str = "ckpt",
-        write_nice: int | None = 5,
+        write_nice: int | None = 10,
     ) -> None:
         _check_count("max_to_keep", max_to_keep)
         _check_count("keep_best", keep_best)
@@ -289,9 +289,7 @@ async def _run_abortable(fn: Callable[..., T], *args: Any, nice: int = 0) -> T:
                 raise _Abandoned
             started = True
         try:
-            if nice and _PER_THREAD_NICE:
-                return _in_lowered_thread(nice, fn, *args, abort)
-            return fn(*args, abort)
+            return run_lowered(nice, fn, *args, abort)
         finally:
             finished.set()
 
@@ -305,37 +303,6 @@ async def _run_abortable(fn: Callable[..., T], *args: Any, nice: int = 0) -> T:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(finished.wait)
         raise
-
-
-#: Whether ``os.nice`` changes only the calling thread (Linux), not the whole process.
-_PER_THREAD_NICE = sys.platform.startswith("linux")
-
-
-def _in_lowered_thread(nice: int, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in a new thread whose CPU priority is ``nice`` lower; waits for it.
-
-    Background writes run below the event loop's thread: on a machine whose CPUs
-    are all busy the scheduler gives them what the loop leaves, so steps keep
-    their pace while a checkpoint is written. On an idle CPU it changes nothing.
-    A new thread, because a thread cannot raise its priority back.
-    """
-    outcome: list[tuple[bool, Any]] = []
-
-    def run() -> None:
-        with contextlib.suppress(OSError):
-            os.nice(nice)
-        try:
-            outcome.append((True, fn(*args)))
-        except BaseException as exc:
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=run, name="hookrun-checkpoint-writer", daemon=True)
-    thread.start()
-    thread.join()
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value  # type: ignore[no-any-return]
 
 
 class _Abandoned(Exception):
