@@ -149,3 +149,19 @@ def test_bad_write_nice_is_named(tmp_path: Path, value: object) -> None:
     """write_nice must be None or an int >= 0."""
     with pytest.raises(ValueError, match="write_nice must be None or an int >= 0"):
         Checkpointer(tmp_path, write_nice=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+def test_writer_threads_are_kept_and_not_inherited_across_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_lowered returns the job's value or raises its error; its thread is reused, but
+    not by a process that forked (that child makes its own)."""
+    from hookrun import _checkpoint_writer
+
+    first = _checkpoint_writer.run_lowered(7, threading.get_ident)
+    assert _checkpoint_writer.run_lowered(7, threading.get_ident) == first != threading.get_ident()
+    with pytest.raises(ZeroDivisionError):
+        _checkpoint_writer.run_lowered(7, lambda: 1 / 0)
+    real_pid = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: real_pid + 1)  # as a forked child sees it
+    assert _checkpoint_writer.run_lowered(7, threading.get_ident) != first
+    assert _checkpoint_writer.run_lowered(0, threading.get_ident) == threading.get_ident()

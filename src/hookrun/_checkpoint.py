@@ -2,8 +2,11 @@
 ``latest_checkpoint``: the newest valid checkpoint of a directory.
 
 Every save runs its encoding and its file I/O in worker threads, so the event
-loop keeps serving other tasks; saves of one checkpointer run one at a time
-(a save due while another is writing waits for it). A cancelled save removes
+loop keeps serving other tasks; the file I/O runs at a lower CPU priority
+(``write_nice``, in ``_checkpoint_writer``). Saves of one checkpointer run one
+at a time (a save due while another is writing waits for it). ``save`` writes
+arrays from their own memory; ``encode`` copies them (a snapshot ``write``
+may write later). A cancelled save removes
 its temporary file: the previous checkpoints stay as they were, and the
 newest of them stays the latest. ``latest`` and ``restore`` verify checksums
 and skip a corrupt file with a :class:`CheckpointCorruptionWarning` naming it.
@@ -277,7 +280,8 @@ async def _run_abortable(fn: Callable[..., T], *args: Any, nice: int = 0) -> T:
     """Run ``fn(*args, abort)`` in a worker thread; if cancelled, set ``abort`` and wait for it.
 
     So a cancelled caller returns only once the thread has stopped (nothing keeps running).
-    With ``nice`` (Linux), ``fn`` runs in a thread of its own at that much lower a CPU priority.
+    With ``nice`` (Linux), ``fn`` runs in one of the writer threads at that much lower a
+    CPU priority (``_checkpoint_writer``), the worker thread waiting for it.
     """
     abort, finished, lock = threading.Event(), threading.Event(), threading.Lock()
     started = False
