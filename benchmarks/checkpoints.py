@@ -1,6 +1,6 @@
 """Checkpoint benchmarks, run on demand: save throughput and step latency during a save.
 
-    python -m benchmarks.checkpoints [--quick] [--mib 64] [--dir DIR] [--json PATH]
+    python -m benchmarks.checkpoints [--quick] [--mib 64] [--dir DIR] [--json PATH] [--write-nice N]
 
 * **Save throughput**: ``Checkpointer.save(step, state)`` of a state of NumPy arrays
   (``--mib`` MiB in 8 float32 arrays, plus a few scalars), against a plain
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import inspect
 import os
 import shutil
 import sys
@@ -84,10 +85,14 @@ def _plain_write(path: str, buffers: Sequence[memoryview]) -> None:
         os.fsync(file.fileno())
 
 
-def save_cases(directory: str, state: dict[str, Any], saves: int) -> list[Case]:
+def _checkpointer(directory: str, options: Mapping[str, Any]) -> Checkpointer:
+    return Checkpointer(directory, max_to_keep=2, **options)
+
+
+def save_cases(directory: str, state: dict[str, Any], saves: int, options: Mapping[str, Any] | None = None) -> list[Case]:
     """``save``: ``Checkpointer.save``; ``snapshot_write``: ``encode`` then ``write``;
     ``plain_write``: write + fsync of the same bytes."""
-    checkpointer = Checkpointer(os.path.join(directory, "ckpt"), max_to_keep=2)
+    checkpointer = _checkpointer(os.path.join(directory, "ckpt"), options or {})
     buffers = _array_bytes(state)
     plain_dir = os.path.join(directory, "plain")
     os.makedirs(plain_dir, exist_ok=True)
@@ -167,13 +172,15 @@ async def _create_pipeline() -> PipelineSession:
     return PipelineSession()
 
 
-def latency_cases(directory: str, state: dict[str, Any], saves_done: list[int] | None = None) -> list[Case]:
+def latency_cases(
+    directory: str, state: dict[str, Any], saves_done: list[int] | None = None, options: Mapping[str, Any] | None = None
+) -> list[Case]:
     """``steps_idle`` and ``steps_saving``: 10-hook steps, alone and during a save.
 
     ``saves_done`` gets, for each ``steps_saving`` sample, the saves completed during it.
     """
     make_hooks = hooks_of("async", PIPELINE_HOOKS)
-    checkpointer = Checkpointer(os.path.join(directory, "background"), max_to_keep=2)
+    checkpointer = _checkpointer(os.path.join(directory, "background"), options or {})
     if saves_done is None:
         saves_done = []
 
@@ -245,7 +252,8 @@ def render(result: dict[str, Any]) -> str:
     meta, s = result["meta"], result["summary"]
     lines = [
         f"checkpoints - {meta['date']} - Python {meta['python']} - {meta['rounds']} rounds, "
-        f"state {meta['state_mib']} MiB, {meta['saves_per_sample']} saves per sample, dir on {meta['filesystem']}",
+        f"state {meta['state_mib']} MiB, {meta['saves_per_sample']} saves per sample, dir on {meta['filesystem']}, "
+        f"write_nice={meta['write_nice']}",
         "median [min-max] over rounds",
         f"  Checkpointer.save       {fmt_stats(s['save_mib_per_s'])} MiB/s",
         f"  plain write + fsync     {fmt_stats(s['plain_write_mib_per_s'])} MiB/s",
@@ -288,6 +296,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--dir", help="where to write (default: a temporary directory in the system's temp dir)")
     p.add_argument("--quick", action="store_true", help="a few seconds: 4 MiB, 2 rounds, short samples")
     p.add_argument("--json", metavar="PATH", help="write the JSON here (the table then goes to stdout)")
+    p.add_argument(
+        "--write-nice", type=int, metavar="N",
+        help="Checkpointer(write_nice=N) for both measurements (default: the library's default)",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.mib, args.rounds, args.saves, args.sample_ms = min(args.mib, 4.0), 2, 1, 100.0
@@ -304,7 +316,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     directory = tempfile.mkdtemp(prefix="hookrun-bench-ckpt-", dir=args.dir)
     try:
         saves_done: list[int] = []
-        cases = [*save_cases(directory, state, args.saves), *latency_cases(directory, state, saves_done)]
+        options = {} if args.write_nice is None else {"write_nice": args.write_nice}
+        cases = [
+            *save_cases(directory, state, args.saves, options),
+            *latency_cases(directory, state, saves_done, options),
+        ]
 
         def log(message: str) -> None:
             print(f"[checkpoints] {message}", file=sys.stderr, flush=True)
@@ -316,6 +332,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     meta = machine_info(("anyio", "hookrun", "numpy", "msgspec"))
     meta.update(
         rounds=args.rounds, state_mib=round(mib, 3), saves_per_sample=args.saves, filesystem=filesystem,
+        write_nice=inspect.signature(Checkpointer).parameters["write_nice"].default
+        if args.write_nice is None else args.write_nice,
         quick=args.quick, duration_s=round(time.perf_counter() - started, 1),
     )
     summary = summarise(m, mib)
