@@ -165,3 +165,21 @@ def test_writer_threads_are_kept_and_not_inherited_across_fork(monkeypatch: pyte
     monkeypatch.setattr(os, "getpid", lambda: real_pid + 1)  # as a forked child sees it
     assert _checkpoint_writer.run_lowered(7, threading.get_ident) != first
     assert _checkpoint_writer.run_lowered(0, threading.get_ident) == threading.get_ident()
+
+
+@pytest.mark.parametrize("piece", [None, 4096])
+async def test_many_buffers_and_many_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int | None) -> None:
+    """More buffers than one writev takes, and (with small batches) a file written and
+    checksummed in many pieces, still round-trip and verify."""
+    if piece is not None:
+        monkeypatch.setattr(_checkpoint_file, "_PIECE", piece)
+    state = {f"w{i}": np.full(i % 7 + 1, i, dtype=np.float64) for i in range(1500)}
+    state["big"] = np.arange(50_000, dtype=np.int32)
+    checkpointer = Checkpointer(tmp_path)
+    info = await checkpointer.save(1, state)
+    _checkpoint_file.verify_file(info.path)
+    restored = await checkpointer.restore()
+    assert restored is not None
+    assert set(restored.state) == set(state)
+    for key, array in state.items():
+        np.testing.assert_array_equal(restored.state[key], array)

@@ -61,8 +61,18 @@ _MAX_META = 1 << 20
 _TEMP = ".tmp-"
 _TOKEN: list[str] = []
 _SERIAL = itertools.count()
-#: Buffers per ``os.writev`` call (POSIX guarantees at least 16; Linux takes 1024).
-_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
+
+
+def _iov_max() -> int:
+    """Buffers per ``os.writev`` call: the system's limit (POSIX guarantees 16), at most 1024."""
+    try:
+        limit = os.sysconf("SC_IOV_MAX")
+    except (AttributeError, ValueError, OSError):
+        return 16
+    return min(max(limit, 16), 1024)
+
+
+_IOV_MAX = _iov_max()
 _CREATE = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
 
