@@ -183,3 +183,23 @@ async def test_many_buffers_and_many_batches(tmp_path: Path, monkeypatch: pytest
     assert set(restored.state) == set(state)
     for key, array in state.items():
         np.testing.assert_array_equal(restored.state[key], array)
+
+
+@pytest.mark.parametrize("path", ["save", "encode_write"])
+async def test_empty_arrays_after_the_last_buffer(tmp_path: Path, path: str) -> None:
+    """Empty arrays placed after an odd-sized one point past its end: the section covers
+    them, whether the arrays are copied or written from their memory."""
+    state = {"odd": np.arange(3, dtype=np.float32), "empty": np.zeros((0, 4)), "also": np.array([], dtype=">i8")}
+    checkpointer = Checkpointer(tmp_path)
+    if path == "save":
+        await checkpointer.save(1, state)
+    else:
+        await checkpointer.write(1, await checkpointer.encode(state))
+    restored = await checkpointer.restore()
+    assert restored is not None
+    for key, array in state.items():
+        assert restored.state[key].dtype == array.dtype and restored.state[key].shape == array.shape
+        np.testing.assert_array_equal(restored.state[key], array)
+    codec = MsgpackCodec()
+    copied = b"".join(bytes(memoryview(c).cast("B")) for c in codec.encode(state))
+    assert b"".join(bytes(memoryview(c).cast("B")) for c in codec._encode(state, copy=False)) == copied

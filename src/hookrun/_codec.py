@@ -184,10 +184,12 @@ class _Encoder:
             flat = numpy.ascontiguousarray(value).reshape(-1).view(numpy.uint8)  # a copy only if strided
             chunks.append(memoryview(flat))
             end = offset + flat.nbytes
+        if self.offset > end:  # empty arrays placed after the last one: the section still ends there
+            chunks.append(bytes(self.offset - end))
         return chunks
 
     def snapshot(self) -> memoryview:
-        """The buffer section: a copy of every array (C order) at its offset, zeros between.
+        """The buffer section: a copy of every array (C order) at its offset, zeros elsewhere.
 
         One allocation and one copy per array, each releasing the GIL; the
         caller may change the arrays as soon as this returns.
@@ -199,6 +201,7 @@ class _Encoder:
             section[end:offset] = 0  # the alignment padding
             end = offset + int(value.size) * value.dtype.itemsize
             numpy.copyto(section[offset:end].view(value.dtype).reshape(value.shape), value, casting="no")
+        section[end:] = 0
         return memoryview(section)
 
 
