@@ -189,7 +189,9 @@ async def test_many_buffers_and_many_batches(tmp_path: Path, monkeypatch: pytest
 async def test_empty_arrays_after_the_last_buffer(tmp_path: Path, path: str) -> None:
     """Empty arrays placed after an odd-sized one point past its end: the section covers
     them, whether the arrays are copied or written from their memory."""
-    state = {"odd": np.arange(3, dtype=np.float32), "empty": np.zeros((0, 4)), "also": np.array([], dtype=">i8")}
+    state: dict[str, Any] = {
+        "odd": np.arange(3, dtype=np.float32), "empty": np.zeros((0, 4)), "also": np.array([], dtype=">i8"),
+    }
     checkpointer = Checkpointer(tmp_path)
     if path == "save":
         await checkpointer.save(1, state)
