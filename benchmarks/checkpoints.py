@@ -1,14 +1,17 @@
 """Checkpoint benchmarks, run on demand: save throughput and step latency during a save.
 
-    python -m benchmarks.checkpoints [--quick] [--mib 64] [--dir DIR] [--json PATH]
+    python -m benchmarks.checkpoints [--quick] [--mib 64] [--dir DIR] [--json PATH] [--write-nice N]
 
 * **Save throughput**: ``Checkpointer.save(step, state)`` of a state of NumPy arrays
   (``--mib`` MiB in 8 float32 arrays, plus a few scalars), against a plain
   ``open`` / ``write`` / ``fsync`` / ``close`` of the same array bytes, both run in
-  a worker thread from the event loop, in the same directory. The save also
-  snapshots (copies) the arrays, checksums the file (SHA-256), renames it into place,
-  fsyncs the directory and updates the index; the plain write does none of that.
-  The figure is the ratio of the two throughputs, taken within each round.
+  a worker thread from the event loop, in the same directory. Like the plain write,
+  ``save`` writes the arrays from their own memory; it also encodes the structure,
+  checksums the file (CRC-32), renames it into place, writes the index, fsyncs the
+  directory and removes the checkpoint retention drops; the plain write does none
+  of that. The figure is the ratio of the two throughputs, taken within each round.
+  Also measured, with no target: ``encode`` + ``write``, the path of
+  ``CheckpointSaverHook``, which first snapshots (copies) the arrays.
 * **Step latency during a background save**: ``n`` steps of a monitored session with
   10 async no-op hooks on a session that yields to the event loop once per step (as
   awaiting a source would), while a task of the same
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import inspect
 import os
 import shutil
 import sys
@@ -45,7 +49,7 @@ import anyio.lowlevel
 
 from hookrun import Checkpointer, MonitoredSession, RunMetadata, RunOptions
 
-from ._harness import Case, Measurement, Timing, clock, emit, machine_info, measure, timed
+from ._harness import Case, Measurement, Timing, clock, emit, machine_info, measure, stats, timed
 from .cases import hooks_of
 from .report import fmt, fmt_stats
 
@@ -81,9 +85,14 @@ def _plain_write(path: str, buffers: Sequence[memoryview]) -> None:
         os.fsync(file.fileno())
 
 
-def save_cases(directory: str, state: dict[str, Any], saves: int) -> list[Case]:
-    """``save``: ``Checkpointer.save``; ``plain_write``: write + fsync of the same bytes."""
-    checkpointer = Checkpointer(os.path.join(directory, "ckpt"), max_to_keep=2)
+def _checkpointer(directory: str, options: Mapping[str, Any]) -> Checkpointer:
+    return Checkpointer(directory, max_to_keep=2, **options)
+
+
+def save_cases(directory: str, state: dict[str, Any], saves: int, options: Mapping[str, Any] | None = None) -> list[Case]:
+    """``save``: ``Checkpointer.save``; ``snapshot_write``: ``encode`` then ``write``;
+    ``plain_write``: write + fsync of the same bytes."""
+    checkpointer = _checkpointer(os.path.join(directory, "ckpt"), options or {})
     buffers = _array_bytes(state)
     plain_dir = os.path.join(directory, "plain")
     os.makedirs(plain_dir, exist_ok=True)
@@ -94,6 +103,13 @@ def save_cases(directory: str, state: dict[str, Any], saves: int) -> list[Case]:
         start = clock()
         for _ in range(n):
             await checkpointer.save(next(steps), state)
+        return timed(start)
+
+    async def snapshot_write(n: int) -> Timing:
+        gc.collect()
+        start = clock()
+        for _ in range(n):
+            await checkpointer.write(next(steps), await checkpointer.encode(state))
         return timed(start)
 
     async def plain(n: int) -> Timing:
@@ -107,7 +123,7 @@ def save_cases(directory: str, state: dict[str, Any], saves: int) -> list[Case]:
             os.unlink(path)
         return elapsed
 
-    return [Case("save", save, n=saves), Case("plain_write", plain, n=saves)]
+    return [Case("save", save, n=saves), Case("snapshot_write", snapshot_write, n=saves), Case("plain_write", plain, n=saves)]
 
 
 @contextlib.asynccontextmanager
@@ -156,11 +172,17 @@ async def _create_pipeline() -> PipelineSession:
     return PipelineSession()
 
 
-def latency_cases(directory: str, state: dict[str, Any]) -> list[Case]:
-    """``steps_idle`` and ``steps_saving``: 10-hook steps, alone and during a save."""
+def latency_cases(
+    directory: str, state: dict[str, Any], saves_done: list[int] | None = None, options: Mapping[str, Any] | None = None
+) -> list[Case]:
+    """``steps_idle`` and ``steps_saving``: 10-hook steps, alone and during a save.
+
+    ``saves_done`` gets, for each ``steps_saving`` sample, the saves completed during it.
+    """
     make_hooks = hooks_of("async", PIPELINE_HOOKS)
-    checkpointer = Checkpointer(os.path.join(directory, "background"), max_to_keep=2)
-    saves_done: list[int] = []
+    checkpointer = _checkpointer(os.path.join(directory, "background"), options or {})
+    if saves_done is None:
+        saves_done = []
 
     async def steps(session: MonitoredSession, n: int) -> Timing:
         gc.collect()
@@ -188,12 +210,26 @@ def latency_cases(directory: str, state: dict[str, Any]) -> list[Case]:
     return [Case("steps_idle", idle, min_n=200), Case("steps_saving", saving, min_n=200)]
 
 
+def loop_time_per_save(m: Measurement, saves: Sequence[int]) -> dict[str, float] | None:
+    """Per round: the loop time the steps lost to saving (saving minus idle, over the
+    sample), in ms per save completed during it; ``None`` if no sample saw a save end."""
+    n = m.steps["steps_saving"]
+    values = [
+        (r["steps_saving"] - r["steps_idle"]) * n / count / 1000.0
+        for r, count in zip(m.rounds, saves[-len(m.rounds):], strict=True)
+        if count > 0
+    ]
+    return stats(values) if values else None
+
+
 def summarise(m: Measurement, mib: float) -> dict[str, Any]:
     """Throughputs, latencies and the per-round ratios the targets are read from."""
     return {
         "save_mib_per_s": m.derive(lambda r: mib / (r["save"] / 1e6)),
         "plain_write_mib_per_s": m.derive(lambda r: mib / (r["plain_write"] / 1e6)),
         "save_over_plain_throughput": m.derive(lambda r: r["plain_write"] / r["save"]),
+        "snapshot_write_mib_per_s": m.derive(lambda r: mib / (r["snapshot_write"] / 1e6)),
+        "snapshot_write_over_plain_throughput": m.derive(lambda r: r["plain_write"] / r["snapshot_write"]),
         "step_idle_us": m.per_step("steps_idle"),
         "step_saving_us": m.per_step("steps_saving"),
         "step_saving_over_idle": m.derive(lambda r: r["steps_saving"] / r["steps_idle"]),
@@ -216,15 +252,21 @@ def render(result: dict[str, Any]) -> str:
     meta, s = result["meta"], result["summary"]
     lines = [
         f"checkpoints - {meta['date']} - Python {meta['python']} - {meta['rounds']} rounds, "
-        f"state {meta['state_mib']} MiB, {meta['saves_per_sample']} saves per sample, dir on {meta['filesystem']}",
+        f"state {meta['state_mib']} MiB, {meta['saves_per_sample']} saves per sample, dir on {meta['filesystem']}, "
+        f"write_nice={meta['write_nice']}",
         "median [min-max] over rounds",
         f"  Checkpointer.save       {fmt_stats(s['save_mib_per_s'])} MiB/s",
         f"  plain write + fsync     {fmt_stats(s['plain_write_mib_per_s'])} MiB/s",
         f"  save / plain (thrpt)    {fmt_stats(s['save_over_plain_throughput'])}",
+        f"  encode + write          {fmt_stats(s['snapshot_write_mib_per_s'])} MiB/s",
+        f"  encode+write / plain    {fmt_stats(s['snapshot_write_over_plain_throughput'])}",
         f"  step, 10 hooks, idle    {fmt_stats(s['step_idle_us'])} us",
         f"  step, 10 hooks, saving  {fmt_stats(s['step_saving_us'])} us",
         f"  saving / idle           {fmt_stats(s['step_saving_over_idle'])}",
+        f"  saves per saving sample {fmt_stats(s['saves_per_saving_sample'])}",
     ]
+    if "loop_ms_lost_per_save" in s:
+        lines.append(f"  loop time lost per save {fmt_stats(s['loop_ms_lost_per_save'])} ms")
     for key, v in result["targets"].items():
         lines.append(f"  target {key} {v['target']}: {fmt(v['median'])} -> {'met' if v['met'] else 'MISSED'}")
     return "\n".join(lines)
@@ -254,6 +296,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--dir", help="where to write (default: a temporary directory in the system's temp dir)")
     p.add_argument("--quick", action="store_true", help="a few seconds: 4 MiB, 2 rounds, short samples")
     p.add_argument("--json", metavar="PATH", help="write the JSON here (the table then goes to stdout)")
+    p.add_argument(
+        "--write-nice", type=int, metavar="N",
+        help="Checkpointer(write_nice=N) for both measurements (default: the library's default)",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.mib, args.rounds, args.saves, args.sample_ms = min(args.mib, 4.0), 2, 1, 100.0
@@ -269,7 +315,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     mib = sum(b.nbytes for b in _array_bytes(state)) / MIB
     directory = tempfile.mkdtemp(prefix="hookrun-bench-ckpt-", dir=args.dir)
     try:
-        cases = [*save_cases(directory, state, args.saves), *latency_cases(directory, state)]
+        saves_done: list[int] = []
+        options = {} if args.write_nice is None else {"write_nice": args.write_nice}
+        cases = [
+            *save_cases(directory, state, args.saves, options),
+            *latency_cases(directory, state, saves_done, options),
+        ]
 
         def log(message: str) -> None:
             print(f"[checkpoints] {message}", file=sys.stderr, flush=True)
@@ -281,9 +332,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     meta = machine_info(("anyio", "hookrun", "numpy", "msgspec"))
     meta.update(
         rounds=args.rounds, state_mib=round(mib, 3), saves_per_sample=args.saves, filesystem=filesystem,
+        write_nice=inspect.signature(Checkpointer).parameters["write_nice"].default
+        if args.write_nice is None else args.write_nice,
         quick=args.quick, duration_s=round(time.perf_counter() - started, 1),
     )
     summary = summarise(m, mib)
+    summary["saves_per_saving_sample"] = stats([float(count) for count in saves_done[-len(m.rounds):]])
+    lost = loop_time_per_save(m, saves_done)
+    if lost is not None:
+        summary["loop_ms_lost_per_save"] = lost
     return {
         "meta": meta,
         "steps": m.steps,

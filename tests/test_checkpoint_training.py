@@ -220,21 +220,97 @@ async def test_custom_saving_and_chief_only_begin_once(tmp_path: Path) -> None:
     assert hookrun.latest_checkpoint(tmp_path) is None
 
 
-def test_chief_creator_needs_the_step_counter(tmp_path: Path) -> None:
-    """A restoring creator without the session's step counter is refused at construction."""
-    with pytest.raises(ValueError, match="pass step_counter="):
-        ChiefSessionCreator(Model, checkpoint_dir=tmp_path)
+class StepAtCreation(hookrun.SessionRunHook):
+    """Records the global step each time a session is created."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    async def after_create_session(self, session: object, coord: hookrun.Coordinator) -> None:
+        self.steps.append(await coord.step_counter.get())
 
 
 async def test_chief_creator_with_a_plain_monitored_session(tmp_path: Path) -> None:
-    """ChiefSessionCreator + CheckpointSaverHook wired by hand resume where they left off."""
+    """ChiefSessionCreator + CheckpointSaverHook wired by hand, no step counter passed: each
+    restart restores the global step and the session, and resumes where it left off."""
     for expected in (1, 2, 3):
-        counter = LocalStepCounter()
-        stop = StopAtStepHook(num_steps=3)
-        saver = CheckpointSaverHook(tmp_path, save_steps=1, checkpointables=[stop])
-        creator = ChiefSessionCreator(Model, tmp_path, step_counter=counter, checkpointables=[stop])
-        async with MonitoredSession(creator, [stop, saver], step_counter=counter) as session:
+        seen = StepAtCreation()
+        saver = CheckpointSaverHook(tmp_path, save_steps=1)
+        async with MonitoredSession(ChiefSessionCreator(Model, tmp_path), [saver, seen]) as session:
+            assert seen.steps == [expected - 1]
+            assert await session.global_step() == expected - 1
             assert await session.run("weight") == expected
+
+
+async def test_chief_creator_restores_the_bound_hooks(tmp_path: Path) -> None:
+    """The creator restores the hooks of the session it is given to: a num_steps=6 run
+    interrupted at step 4 and restarted stops at 6."""
+    for runs, expected in ((4, 4), (100, 2)):
+        stop = StopAtStepHook(num_steps=6)
+        saver = CheckpointSaverHook(tmp_path, save_steps=1, checkpointables=[stop])
+        async with MonitoredSession(ChiefSessionCreator(Model, tmp_path), [stop, saver]) as session:
+            steps = 0
+            while not session.should_stop() and steps < runs:
+                await session.run()
+                steps += 1
+        assert steps == expected
+    assert await session.global_step() == 6
+
+
+async def test_recovery_restores_the_step_counter_without_passing_it(tmp_path: Path) -> None:
+    """An AbortedError after step 3, with the last checkpoint at step 2: the re-created
+    session is restored to step 2 (counter and session), and the run goes on from there."""
+    Model.created = 0
+    seen = StepAtCreation()
+    creator = ChiefSessionCreator(Model, tmp_path)
+    hooks = [CheckpointSaverHook(tmp_path, save_steps=2), AbortOnce(at=3), seen]
+    retry = hookrun.RetryPolicy(initial_delay=0, jitter=False)
+    async with MonitoredSession(creator, hooks, retry=retry) as session:
+        answers = [await session.run("weight") for _ in range(5)]
+        assert await session.global_step() == 4  # step 3 was lost with the session, and redone
+    assert seen.steps == [0, 2]
+    assert answers == [1, 2, 3, 3, 4]
+    assert creator.restored is not None and creator.restored.step == 2
+    assert Model.created == 2
+
+
+async def test_chief_creator_with_the_same_explicit_counter(tmp_path: Path) -> None:
+    """step_counter= still works when it is the session's own counter."""
+    await Checkpointer(tmp_path).save(4, {"global_step": 4, "session": {"weight": 4}})
+    counter = LocalStepCounter()
+    creator = ChiefSessionCreator(Model, tmp_path, step_counter=counter)
+    async with MonitoredSession(creator, step_counter=counter) as session:
+        assert counter.value == 4
+        assert await session.run("weight") == 5
+
+
+def test_chief_creator_refuses_another_explicit_counter(tmp_path: Path) -> None:
+    """A creator made with one counter, given to a session counting with another: an error."""
+    creator = ChiefSessionCreator(Model, tmp_path, step_counter=LocalStepCounter())
+    with pytest.raises(ValueError, match="was made with step_counter="):
+        MonitoredSession(creator, step_counter=LocalStepCounter())
+
+
+def test_chief_creator_serves_one_step_counter(tmp_path: Path) -> None:
+    """A creator bound to one session, given to a second with another counter: an error;
+    a second session sharing the counter may use it."""
+    counter = LocalStepCounter()
+    creator = ChiefSessionCreator(Model, tmp_path)
+    MonitoredSession(creator, step_counter=counter)
+    MonitoredSession(creator, step_counter=counter)
+    with pytest.raises(ValueError, match="already serves a monitored session"):
+        MonitoredSession(creator)
+    assert creator.step_counter is counter
+
+
+async def test_unbound_chief_creator_needs_a_counter(tmp_path: Path) -> None:
+    """create_session() called by hand, with no monitored session and no step_counter,
+    is refused before creating anything; without a checkpoint to restore it needs none."""
+    Model.created = 0
+    with pytest.raises(RuntimeError, match="no step counter to restore the global step into"):
+        await ChiefSessionCreator(Model, tmp_path).create_session()
+    assert Model.created == 0
+    assert isinstance(await ChiefSessionCreator(Model).create_session(), Model)
 
 
 async def test_chief_creator_restores_an_explicit_path_first(tmp_path: Path) -> None:

@@ -2,8 +2,11 @@
 ``latest_checkpoint``: the newest valid checkpoint of a directory.
 
 Every save runs its encoding and its file I/O in worker threads, so the event
-loop keeps serving other tasks; saves of one checkpointer run one at a time
-(a save due while another is writing waits for it). A cancelled save removes
+loop keeps serving other tasks; the file I/O runs at a lower CPU priority
+(``write_nice``, in ``_checkpoint_writer``). Saves of one checkpointer run one
+at a time (a save due while another is writing waits for it). ``save`` writes
+arrays from their own memory; ``encode`` copies them (a snapshot ``write``
+may write later). A cancelled save removes
 its temporary file: the previous checkpoints stay as they were, and the
 newest of them stays the latest. ``latest`` and ``restore`` verify checksums
 and skip a corrupt file with a :class:`CheckpointCorruptionWarning` naming it.
@@ -27,12 +30,14 @@ import anyio
 
 from ._checkpoint_file import (
     CorruptCheckpointError,
+    fsync_directory,
     read_file,
     temporary_name,
     verify_file,
     write_file,
 )
 from ._checkpoint_index import CheckpointInfo, Retention, scan, warn_corrupt, write_index
+from ._checkpoint_writer import run_lowered
 from ._codec import Chunk, Codec, MsgpackCodec
 
 __all__ = ["Checkpointer", "EncodedState", "RestoredCheckpoint", "latest_checkpoint", "read_checkpoint"]
@@ -96,6 +101,11 @@ class Checkpointer:
     code on load. Files are named ``<basename>-<step>``; a second save of one
     step replaces the first, atomically. The directory is created if needed;
     one that cannot be written is an ``OSError`` naming it, raised here.
+
+    Files are written (after the state is snapshotted) by a thread whose CPU
+    priority is ``write_nice`` lower than the caller's, on Linux: on a machine
+    whose CPUs are all busy, a save then takes the CPU time the event loop
+    leaves instead of slowing its steps. ``None`` or 0: the same priority.
     """
 
     def __init__(
@@ -108,6 +118,7 @@ class Checkpointer:
         keep_best: int | None = None,
         mode: Literal["min", "max"] = "min",
         basename: str = "ckpt",
+        write_nice: int | None = 10,
     ) -> None:
         _check_count("max_to_keep", max_to_keep)
         _check_count("keep_best", keep_best)
@@ -127,6 +138,10 @@ class Checkpointer:
             raise TypeError(f"Checkpointer: codec {codec!r} is not a Codec (needs name, encode and decode)")
         self.directory = os.path.abspath(os.fspath(directory))
         self.basename = basename
+        if write_nice is not None and (isinstance(write_nice, bool) or not isinstance(write_nice, int) or write_nice < 0):
+            raise ValueError(f"Checkpointer: write_nice must be None or an int >= 0, got {write_nice!r}")
+        #: How much lower the CPU priority of the thread writing files is (Linux).
+        self.write_nice = write_nice or 0
         self.retention = Retention(max_to_keep, hours, keep_best, mode)
         self._mutex = threading.Lock()  # guards the entries, read by the loop, changed by writers
         self._busy: anyio.Event | None = None
@@ -157,9 +172,9 @@ class Checkpointer:
         return await anyio.to_thread.run_sync(self._read_latest)
 
     async def encode(self, state: Mapping[str, Any]) -> EncodedState:
-        """Snapshot and encode ``state`` in a worker thread (the first half of ``save``)."""
-        if not isinstance(state, Mapping):
-            raise TypeError(f"a checkpoint's state must be a mapping, got {type(state).__name__}")
+        """Snapshot and encode ``state`` in a worker thread (the first half of ``save`` for
+        your own background saving): the result no longer depends on ``state``."""
+        _check_state(state)
         chunks = await anyio.to_thread.run_sync(self.codec.encode, state)
         return EncodedState(self.codec.name, list(chunks))
 
@@ -169,27 +184,43 @@ class Checkpointer:
         Waits for a write in progress; returns once the checkpoint is durable.
         """
         _check_step(step)
-        checked = _check_metric(metric)
-        while self._busy is not None:
-            await self._busy.wait()
-        self._busy = busy = anyio.Event()
-        try:
-            return await _run_abortable(self._write_sync, step, encoded, checked)
-        finally:
-            self._busy = None
-            busy.set()
+        return await self._exclusive(self._write_sync, step, encoded, _check_metric(metric))
 
     async def save(self, step: int, state: Mapping[str, Any], *, metric: float | None = None) -> CheckpointInfo:
         """Save ``state`` as the checkpoint of global step ``step``; return it once durable.
 
         ``metric`` ranks it for ``keep_best``. A save started while another is
         writing waits for it. Cancelled, it leaves no partial file behind.
+
+        The default codec writes NumPy arrays straight from their memory, without
+        copying them first: do not change the state until ``save`` returns. To go
+        on changing it while the file is written, snapshot it with :meth:`encode`
+        and write that (``CheckpointSaverHook`` does).
         """
         _check_step(step)
-        _check_metric(metric)
-        return await self.write(step, await self.encode(state), metric=metric)
+        _check_state(state)
+        return await self._exclusive(self._save_sync, step, state, _check_metric(metric))
+
+    async def _exclusive(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args, abort)`` in the writer thread, after any write in progress."""
+        while self._busy is not None:
+            await self._busy.wait()
+        self._busy = busy = anyio.Event()
+        try:
+            return await _run_abortable(fn, *args, nice=self.write_nice)
+        finally:
+            self._busy = None
+            busy.set()
 
     # -- worker-thread side -----------------------------------------------------------------
+
+    def _save_sync(self, step: int, state: Mapping[str, Any], metric: float | None, abort: threading.Event) -> CheckpointInfo:
+        codec = self.codec
+        if isinstance(codec, MsgpackCodec):
+            chunks = codec._encode(state, copy=False)  # the file is the snapshot: no copy first
+        else:
+            chunks = list(codec.encode(state))
+        return self._write_sync(step, EncodedState(codec.name, chunks), metric, abort)
 
     def _write_sync(self, step: int, encoded: EncodedState, metric: float | None, abort: threading.Event) -> CheckpointInfo:
         path = os.path.join(self.directory, f"{self.basename}-{step}")
@@ -197,7 +228,7 @@ class Checkpointer:
             seq = max((info.seq for info in self._entries), default=0) + 1
         saved_at = time.time()
         meta = {"step": step, "seq": seq, "codec": encoded.codec, "saved_at": saved_at, "metric": metric}
-        write_file(path, meta, encoded.chunks, abort)
+        write_file(path, meta, encoded.chunks, abort, sync_directory=False)
         info = CheckpointInfo(path, step, seq, saved_at, metric)
         with self._mutex:
             entries = [entry for entry in self._entries if entry.path != path] + [info]
@@ -205,7 +236,10 @@ class Checkpointer:
             self._entries = kept
             if mark is not None:
                 self._last_preserved_at = mark
-        write_index(self.directory, kept, mark)
+        try:
+            write_index(self.directory, kept, mark)
+        finally:  # one directory fsync makes both renames durable, before anything is removed
+            fsync_directory(self.directory)
         for old in removed:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(old.path)
@@ -242,10 +276,12 @@ def read_checkpoint(path: str, codec: Codec) -> RestoredCheckpoint:
     return RestoredCheckpoint(info, state)
 
 
-async def _run_abortable(fn: Callable[..., T], *args: Any) -> T:
+async def _run_abortable(fn: Callable[..., T], *args: Any, nice: int = 0) -> T:
     """Run ``fn(*args, abort)`` in a worker thread; if cancelled, set ``abort`` and wait for it.
 
     So a cancelled caller returns only once the thread has stopped (nothing keeps running).
+    With ``nice`` (Linux), ``fn`` runs in one of the writer threads at that much lower a
+    CPU priority (``_checkpoint_writer``), the worker thread waiting for it.
     """
     abort, finished, lock = threading.Event(), threading.Event(), threading.Lock()
     started = False
@@ -257,7 +293,7 @@ async def _run_abortable(fn: Callable[..., T], *args: Any) -> T:
                 raise _Abandoned
             started = True
         try:
-            return fn(*args, abort)
+            return run_lowered(nice, fn, *args, abort)
         finally:
             finished.set()
 
@@ -293,6 +329,11 @@ def _prepare_directory(directory: str) -> None:
 def _check_count(name: str, value: object) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"Checkpointer: {name} must be None or an int >= 1, got {value!r}")
+
+
+def _check_state(state: object) -> None:
+    if not isinstance(state, Mapping):
+        raise TypeError(f"a checkpoint's state must be a mapping, got {type(state).__name__}")
 
 
 def _check_step(step: object) -> None:

@@ -173,7 +173,12 @@ def _alive(pid: int) -> bool:
 
 
 def write_index(directory: str, entries: list[CheckpointInfo], last_preserved_at: float | None) -> None:
-    """Write the index for ``entries`` atomically."""
+    """Write the index for ``entries`` atomically; the caller fsyncs the directory.
+
+    The file is fsynced only when it holds what the checkpoint files do not:
+    which ones are preserved for good. Otherwise a lost update is rebuilt by
+    ``scan`` from the files' own headers.
+    """
     index = {
         "format": _FORMAT,
         "version": 1,
@@ -190,7 +195,11 @@ def write_index(directory: str, entries: list[CheckpointInfo], last_preserved_at
             for info in entries
         ],
     }
-    write_atomically(os.path.join(directory, INDEX), [json.dumps(index, indent=1).encode()])
+    durable = any(info.preserved for info in entries)
+    write_atomically(
+        os.path.join(directory, INDEX), [json.dumps(index, indent=1).encode()],
+        sync_file=durable, sync_directory=False,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,9 @@ in that structure pointing into a section of raw, 64-byte-aligned buffers
     u64 little-endian length of the structure | structure | padding | buffers
 
 Invariants: ``encode`` returns buffers that no later change to the state can
-alter (arrays are copied), so a write may finish in the background; ``decode``
+alter (arrays are copied, once, into one buffer holding the whole buffer
+section, so the payload is three chunks however many arrays there are), so a
+write may finish in the background; ``decode``
 returns exactly what was encoded (types, dtypes, shapes and byte order) and
 rejects a malformed payload with ``ValueError``, never by running anything.
 """
@@ -77,19 +79,21 @@ class MsgpackCodec:
         return "MsgpackCodec()"
 
     def encode(self, state: Mapping[str, Any]) -> list[Chunk]:
+        return self._encode(state, copy=True)
+
+    def _encode(self, state: Mapping[str, Any], *, copy: bool) -> list[Chunk]:
+        """The payload for ``state``; with ``copy=False`` its arrays' chunks are views of
+        the arrays themselves (no copy: the arrays must not change until written)."""
         from msgspec import msgpack
 
         numpy = sys.modules.get("numpy")  # no array can exist unless NumPy is loaded
-        buffers: list[memoryview] = []
-        tree = _Encoder(numpy, buffers).walk(state, "state")
+        encoder = _Encoder(numpy)
+        tree = encoder.walk(state, "state")
         structure = msgpack.encode(tree)
         chunks: list[Chunk] = [_LENGTH.pack(len(structure)), structure]
-        position = _LENGTH.size + len(structure)
-        for buffer in buffers:
-            padding = -position % _ALIGN
-            chunks.append(bytes(padding))
-            chunks.append(buffer)
-            position += padding + buffer.nbytes
+        if encoder.arrays:
+            chunks.append(bytes(-(_LENGTH.size + len(structure)) % _ALIGN))
+            chunks.extend([encoder.snapshot()] if copy else encoder.views())
         return chunks
 
     def decode(self, payload: memoryview) -> dict[str, Any]:
@@ -114,9 +118,9 @@ class MsgpackCodec:
 class _Encoder:
     """Walks a state, checking each value and replacing what msgpack lacks by extensions."""
 
-    def __init__(self, numpy: Any, buffers: list[memoryview]) -> None:
+    def __init__(self, numpy: Any) -> None:
         self.numpy = numpy
-        self.buffers = buffers
+        self.arrays: list[tuple[int, Any]] = []  # (offset in the buffer section, array)
         self.offset = 0  # of the next buffer, within the buffer section
 
     def walk(self, value: object, where: str) -> object:
@@ -161,13 +165,44 @@ class _Encoder:
 
     def array(self, value: Any, where: str) -> object:
         dtype = self.dtype(value.dtype, where)
-        copy = self.numpy.array(value, order="C", copy=True)  # a snapshot the caller may not alter
-        buffer = memoryview(copy.reshape(-1).view("u1")) if copy.size else memoryview(b"")
+        nbytes = int(value.size) * value.dtype.itemsize
         self.offset += -self.offset % _ALIGN
-        descriptor = [dtype, list(copy.shape), self.offset, buffer.nbytes]
-        self.offset += buffer.nbytes
-        self.buffers.append(buffer)
+        descriptor = [dtype, list(value.shape), self.offset, nbytes]
+        if nbytes:
+            self.arrays.append((self.offset, value))
+        self.offset += nbytes
         return _ext(_EXT_ARRAY, _pack(descriptor))
+
+    def views(self) -> list[Chunk]:
+        """The buffer section as the arrays' own bytes (C order) and the padding between."""
+        numpy = self.numpy
+        chunks: list[Chunk] = []
+        end = 0
+        for offset, value in self.arrays:
+            if offset > end:
+                chunks.append(bytes(offset - end))
+            flat = numpy.ascontiguousarray(value).reshape(-1).view(numpy.uint8)  # a copy only if strided
+            chunks.append(memoryview(flat))
+            end = offset + flat.nbytes
+        if self.offset > end:  # empty arrays placed after the last one: the section still ends there
+            chunks.append(bytes(self.offset - end))
+        return chunks
+
+    def snapshot(self) -> memoryview:
+        """The buffer section: a copy of every array (C order) at its offset, zeros elsewhere.
+
+        One allocation and one copy per array, each releasing the GIL; the
+        caller may change the arrays as soon as this returns.
+        """
+        numpy = self.numpy
+        section = numpy.empty(self.offset, dtype=numpy.uint8)
+        end = 0
+        for offset, value in self.arrays:
+            section[end:offset] = 0  # the alignment padding
+            end = offset + int(value.size) * value.dtype.itemsize
+            numpy.copyto(section[offset:end].view(value.dtype).reshape(value.shape), value, casting="no")
+        section[end:] = 0
+        return memoryview(section)
 
 
 class _Decoder:

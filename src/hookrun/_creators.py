@@ -5,14 +5,17 @@ waits until the chief is ready before creating one.
 A monitored session asks its creator for a session at start and on every
 recovery, so a restoring creator is how recovery resumes from the last
 checkpoint: the step counter, the session's state and every checkpointable
-hook are loaded before any hook's ``after_create_session`` runs.
+hook are loaded before any hook's ``after_create_session`` runs. The monitored
+session tells its creator which hooks and step counter it has by calling the
+creator's ``bind_session(hooks, step_counter)``, once, when it is constructed;
+a ``ChiefSessionCreator`` serves one step counter only.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import anyio
@@ -58,10 +61,18 @@ class ChiefSessionCreator:
     the latest valid checkpoint in ``checkpoint_dir``; later ones (recovery)
     from the latest valid checkpoint in ``checkpoint_dir`` (or ``checkpoint_path``
     again when there is no directory). No checkpoint yet: the session starts
-    fresh. Restoring sets ``step_counter`` (the monitored session's: pass the
-    same object to both), loads the session's state if it is checkpointable,
-    and the state of every checkpointable object in ``checkpointables``
-    (usually the hook list). ``checkpointer`` (or ``codec``) reads another format.
+    fresh. Restoring sets the global step, loads the session's state if it is
+    checkpointable, and the state of every checkpointable hook of the monitored
+    session this creator is given to, and of every object in ``checkpointables``
+    (more objects, saved by a ``CheckpointSaverHook`` given the same ones).
+    ``checkpointer`` (or ``codec``) reads another format.
+
+    The monitored session binds the creator to its hooks and step counter when
+    it is constructed (:meth:`bind_session`), so there is nothing to pass twice.
+    ``step_counter`` is needed only to call :meth:`create_session` yourself,
+    without a monitored session; given, it must be the session's counter. One
+    creator serves one step counter: giving it to a second monitored session
+    with another counter is a ``ValueError``.
     """
 
     def __init__(
@@ -91,14 +102,9 @@ class ChiefSessionCreator:
         self.codec: Codec = codec if codec is not None else checkpointer.codec if checkpointer else MsgpackCodec()
         self.checkpointer = checkpointer
         self.checkpoint_path = None if checkpoint_path is None else os.fspath(checkpoint_path)
-        restores = checkpointer is not None or self.checkpoint_path is not None
-        if restores and step_counter is None:
-            raise ValueError(
-                "ChiefSessionCreator restores the global step into the monitored session's step "
-                "counter: pass step_counter=... (the object given to MonitoredSession(step_counter=...)), "
-                "or use MonitoredTrainingSession, which wires it"
-            )
         self.step_counter = None if step_counter is None else check_step_counter(step_counter)
+        self._explicit_counter = step_counter is not None
+        self._hooks: tuple[object, ...] = ()
         self._objects = tuple(checkpointables)
         self._created = 0
         #: The checkpoint the last created session was restored from (``None``: fresh).
@@ -107,6 +113,33 @@ class ChiefSessionCreator:
     def __repr__(self) -> str:
         where = self.checkpointer.directory if self.checkpointer is not None else self.checkpoint_path
         return f"ChiefSessionCreator({self.factory!r}, checkpoint={where!r})"
+
+    def bind_session(self, hooks: Sequence[object], step_counter: StepCounter) -> None:
+        """Called by a monitored session given this creator, once, when it is constructed:
+        its ``hooks`` are restored with every session created, and the global step into
+        its ``step_counter``.
+
+        Binding again with the same counter (a new session sharing it) takes the new
+        hooks; another counter is a ``ValueError``, as is a counter other than the
+        ``step_counter`` this creator was made with.
+        """
+        check_step_counter(step_counter)
+        current = self.step_counter
+        if current is not None and current is not step_counter:
+            if self._explicit_counter:
+                raise ValueError(
+                    f"ChiefSessionCreator was made with step_counter={current!r}, but the monitored "
+                    f"session it is given to counts steps with {step_counter!r}: the restored global "
+                    "step would be lost; pass the same object to both, or leave step_counter out "
+                    "of the creator (the session binds its own)"
+                )
+            raise ValueError(
+                f"this ChiefSessionCreator already serves a monitored session whose step counter is "
+                f"{current!r}, and cannot restore into another session's counter ({step_counter!r}): "
+                "make one creator per monitored session, or give both sessions the same step_counter="
+            )
+        self.step_counter = step_counter
+        self._hooks = tuple(hooks)
 
     async def _read(self) -> RestoredCheckpoint | None:
         reader = self.checkpointer
@@ -118,14 +151,19 @@ class ChiefSessionCreator:
 
     async def create_session(self) -> Any:
         """A new session, restored from the latest valid checkpoint if there is one."""
+        counter = self.step_counter
+        if counter is None and (self.checkpointer is not None or self.checkpoint_path is not None):
+            raise RuntimeError(
+                "ChiefSessionCreator.create_session() has no step counter to restore the global "
+                "step into: give the creator to a MonitoredSession (which binds its own), or make "
+                "it with step_counter=... to call create_session() yourself"
+            )
         restored = await self._read()
         session = await _make(self.factory)
         try:
             if restored is not None:
-                objects = checkpointables(self._objects)
-                await apply_state(
-                    restored.state, session, objects, self.step_counter, restored.info.path, restored.step
-                )
+                objects = checkpointables((*self._hooks, *self._objects))
+                await apply_state(restored.state, session, objects, counter, restored.info.path, restored.step)
                 logger().info("restored %s at global step %d", restored.info.path, restored.step, extra=fields(step=restored.step))
         except BaseException:
             await _aclose_quietly(session)

@@ -5,8 +5,9 @@ Pure assembly on the public ``MonitoredSession`` API: it resolves TensorFlow's
 defaults (a checkpoint every 600 s and summaries every 100 steps unless told
 otherwise), builds the default hooks in TensorFlow's order (chief-only hooks,
 step counter, summary saver, checkpoint saver, then the user's hooks), and the
-creator: on the chief a restoring ``ChiefSessionCreator`` sharing the session's
-step counter, elsewhere a ``WorkerSessionCreator`` that waits for the chief.
+creator: on the chief a restoring ``ChiefSessionCreator`` (which the session binds
+to its hooks and step counter), elsewhere a ``WorkerSessionCreator`` that waits
+for the chief.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from ._creators import ChiefSessionCreator, WorkerSessionCreator
 from ._recovery import RetryPolicy
 from ._session import MonitoredSession
 from ._statistics import StatisticsOptions
-from ._step import LocalStepCounter, StepCounter
-from ._validate import check_step_counter
+from ._step import StepCounter
 
 __all__ = ["USE_DEFAULT", "MonitoredTrainingSession"]
 
@@ -124,8 +124,8 @@ class MonitoredTrainingSession(MonitoredSession):
         self.is_chief = bool(is_chief)
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
         self.checkpointer = checkpointer
-        counter = check_step_counter(step_counter) if step_counter is not None else LocalStepCounter()
         user_hooks = list(hooks)
+        extra = list(checkpointables)
         if not self.is_chief:
             self.session_creator: ChiefSessionCreator | WorkerSessionCreator = WorkerSessionCreator(
                 session_factory, ready, max_wait_secs, checkpoint_dir=checkpoint_dir
@@ -133,7 +133,7 @@ class MonitoredTrainingSession(MonitoredSession):
             all_hooks = user_hooks
         else:
             chief_hooks = list(chief_only_hooks)
-            tracked = [*chief_hooks, *user_hooks, *checkpointables]
+            tracked = [*chief_hooks, *user_hooks, *extra]
             all_hooks = [
                 *chief_hooks,
                 *_summary_hooks(summary_dir, checkpoint_dir, summary_writer, log_step_count_steps,
@@ -141,17 +141,16 @@ class MonitoredTrainingSession(MonitoredSession):
                 *_checkpoint_hooks(checkpointer, ckpt_secs, ckpt_steps, tracked),
                 *user_hooks,
             ]
-            self.session_creator = ChiefSessionCreator(
-                session_factory, checkpointer=checkpointer, step_counter=counter,
-                checkpointables=tracked,
-            )
+            # The session binds the creator to its hooks and step counter; the extra
+            # checkpointables are not hooks, so the creator is told about them.
+            self.session_creator = ChiefSessionCreator(session_factory, checkpointer=checkpointer, checkpointables=extra)
         super().__init__(
             self.session_creator,
             all_hooks,
             stop_grace_period=stop_grace_period_secs,
             retry=retry,
             recoverable=recoverable,
-            step_counter=counter,
+            step_counter=step_counter,
             hook_timeout=hook_timeout,
             statistics=statistics,
         )

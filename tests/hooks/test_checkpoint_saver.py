@@ -223,7 +223,7 @@ async def test_a_failed_background_write_stops_the_session_and_is_raised(
     """A write that fails in the background stops the session and is raised when it closes."""
     hook = CheckpointSaverHook(tmp_path, save_steps=1)
 
-    def broken(*args: Any) -> int:
+    def broken(*args: Any, **kwargs: Any) -> int:
         raise OSError(28, "No space left on device")
 
     async def create() -> Model:
