@@ -18,7 +18,11 @@ interleaved in blocks of steps in the same window (``_paired.py``):
   on the default in-process step counter;
 * Ray only, ``shared_worker_hooks`` over ``session_inc``: the same hooks with the
   global step in a ``RayStepCounter`` (a worker of a job), over a bare loop making
-  the same Ray calls: the step, then one ``increment()`` of the counter.
+  the same Ray calls: the step, then one ``increment()`` of the counter;
+* Ray only, ``idle_noop_10`` and ``idle_worker_hooks`` over ``idle_session``: the
+  hooks on an in-process ``StepSession`` whose step sleeps about as long as the
+  Ray round trip: what the hooks cost when each step really waits (caches gone
+  cold), without Ray.
 
 The overhead of a case is its per-step time over its baseline's in the same
 window, minus one; medians and ranges over the rounds. As a cross-check that no
@@ -41,7 +45,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``hookrun`` importable
@@ -51,119 +55,22 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``hook
 
 import anyio
 
-from hookrun import MonitoredSession, SessionRunHook
-from hookrun.hooks import LoggingTensorHook, StepCounterHook, StopAtStepHook
+from hookrun import StepSession
 from hookrun.remote import await_future
 
-from ._harness import Case, Measurement, emit, machine_info, measure, stats
-from ._paired import Pair, Step, measure_pairs
+from ._harness import Measurement, emit, machine_info, measure, stats
+from ._paired import Pair, measure_pairs
+from ._remote_cases import FEED, IDLE, LOCAL, LOCAL_BASE, idle_step, local_cases, step_pairs
 from ._remote_steps import CounterWorker, trivial_step
-from .cases import bare_step, hooked_step, hooks_of
 from .report import fmt, fmt_stats
 
 __all__ = ["main"]
 
 BACKENDS = ("asyncio", "trio")
-LOCAL_BASE = "local_bare"
-LOCAL = ("noop_10", "worker_hooks")
 #: Cases whose overhead over their baseline must stay under ``LIMIT``, per engine.
 TARGETED = {"ray": ("noop_10", "worker_hooks", "shared_worker_hooks"), "dask": ("noop_10",)}
 LIMIT = 0.05
 COUNTER_KS = (1, 2, 4)
-FEED = {"x": 1}
-
-
-def worker_hooks() -> list[SessionRunHook]:
-    """The built-in hooks a remote worker usually runs (logging every 100 steps)."""
-    return [
-        StepCounterHook(every_n_steps=100),
-        LoggingTensorHook(["y"], every_n_iter=100),
-        StopAtStepHook(num_steps=10**12),
-    ]
-
-
-HOOK_SETS: dict[str, Callable[[], list[SessionRunHook]]] = {
-    "hooked_0": list,
-    "noop_10": hooks_of("async", 10),
-    "worker_hooks": worker_hooks,
-}
-
-
-def step_pairs(
-    raw: Step, make_session: Callable[[], Any], make_counter: Callable[[], Any] | None = None
-) -> list[Pair]:
-    """The remote cases with their baselines, given a raw remote call, a factory of the
-    engine's step session and (Ray) one of counters joining the benchmark's shared counter.
-
-    Every bare loop and monitored session gets a session of its own (closed at its end).
-    """
-
-    @contextlib.asynccontextmanager
-    async def bare() -> AsyncIterator[Step]:
-        session = make_session()
-        try:
-            yield lambda: session.run(["y"], FEED)
-        finally:
-            await _aclose(session)
-
-    @contextlib.asynccontextmanager
-    async def raw_call() -> AsyncIterator[Step]:
-        yield raw
-
-    async def create() -> Any:
-        return make_session()
-
-    def hooked(name: str, shared: bool = False) -> Callable[[], contextlib.AbstractAsyncContextManager[Step]]:
-        @contextlib.asynccontextmanager
-        async def open_case() -> AsyncIterator[Step]:
-            counter = None
-            if shared:
-                assert make_counter is not None
-                counter = make_counter()
-                await counter.get()  # joined before the steps
-            try:
-                async with MonitoredSession(create, HOOK_SETS[name](), step_counter=counter) as sess:
-                    yield lambda: sess.run(["y"], FEED)
-            finally:
-                if counter is not None:
-                    await counter.aclose()
-
-        return open_case
-
-    @contextlib.asynccontextmanager
-    async def bare_increment() -> AsyncIterator[Step]:
-        assert make_counter is not None
-        session, counter = make_session(), make_counter()
-        await counter.get()
-
-        async def step() -> None:
-            await session.run(["y"], FEED)
-            await counter.increment()
-
-        try:
-            yield step
-        finally:
-            await _aclose(session)
-            await counter.aclose()
-
-    pairs = [
-        Pair("session", "raw", bare, raw_call),
-        *(Pair(name, "session", hooked(name), bare) for name in HOOK_SETS),
-    ]
-    if make_counter is not None:
-        pairs.append(Pair("shared_worker_hooks", "session_inc", hooked("worker_hooks", shared=True), bare_increment))
-    return pairs
-
-
-async def _aclose(session: Any) -> None:
-    close = getattr(session, "aclose", None)  # a DaskStepSession may own a client
-    if close is not None:
-        await close()
-
-
-def local_cases() -> list[Case]:
-    """The in-process cross-check: the same hooks on a session that returns at once."""
-    return [Case(LOCAL_BASE, bare_step()), *(Case(f"local_{name}", hooked_step(HOOK_SETS[name])) for name in LOCAL)]
 
 
 def measure_backends(
@@ -240,7 +147,7 @@ def ray_run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, A
         pairs = step_pairs(
             lambda: await_future(fn.remote(FEED).future()), lambda: RayStepSession(fn),
             lambda: RayStepCounter(f"{name}-steps", "hookrun"),
-        )
+        ) + [p for p in step_pairs(None, lambda: StepSession(idle_step), prefix="idle_") if p.name in IDLE]
         backends = measure_backends(pairs, args, log)
         anyio.run(_delete_counter, RayStepCounter(f"{name}-steps", "hookrun"))
         actor = ray.remote(num_cpus=0)(CounterWorker)

@@ -85,8 +85,8 @@ def test_checkpoints_rejects_bad_sizes() -> None:
 def _check_backends(result: dict[str, Any], *, shared: bool) -> None:
     assert set(result["backends"]) == {"asyncio", "trio"}
     cases = {"session": "raw", "hooked_0": "session", "noop_10": "session", "worker_hooks": "session"}
-    if shared:
-        cases["shared_worker_hooks"] = "session_inc"
+    if shared:  # Ray: the shared counter, and the same hooks on an in-process waiting step
+        cases.update(shared_worker_hooks="session_inc", idle_noop_10="idle_session", idle_worker_hooks="idle_session")
     for backend, data in result["backends"].items():
         assert data["baseline"] == cases
         assert set(data["per_step_us"]) == {
