@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -59,7 +60,7 @@ from hookrun import StepSession
 from hookrun.remote import await_future
 
 from ._harness import Measurement, emit, machine_info, measure, stats
-from ._paired import Pair, measure_pairs
+from ._paired import MEAN, TRIM, Pair, measure_pairs
 from ._remote_cases import FEED, IDLE, LOCAL, LOCAL_BASE, idle_step, local_cases, step_pairs
 from ._remote_steps import CounterWorker, trivial_step
 from .report import fmt, fmt_stats
@@ -94,18 +95,19 @@ def measure_backends(
 
 def overheads(pairs: list[Pair], remote: Measurement, in_process: Measurement) -> dict[str, Any]:
     """Per-step figures, each case's overhead over its baseline, and the in-process cross-check."""
-    per_step: dict[str, Any] = {}
-    for base in dict.fromkeys(pair.base for pair in pairs):
-        per_step[base] = stats([r[k] for r in remote.rounds for k in r if k.startswith(f"{base}@")])
+    def of_base(base: str) -> list[float]:  # a baseline's figures from all its pairs
+        return [r[k] for r in remote.rounds for k in r if k.startswith(f"{base}@") and not k.endswith(MEAN)]
+
+    per_step: dict[str, Any] = {base: stats(of_base(base)) for base in dict.fromkeys(p.base for p in pairs)}
     per_step.update({pair.name: remote.per_step(pair.name) for pair in pairs})
     per_step.update({name: in_process.per_step(name) for name in in_process.steps})
-    session_us = stats([r[k] for r in remote.rounds for k in r if k.startswith("session@")])["median"]
+    session_us = statistics.median(of_base("session"))
 
     def local_share(name: str) -> Callable[[Mapping[str, float]], float]:
         return lambda r: (r[f"local_{name}"] - r[LOCAL_BASE]) / session_us
 
-    def over(pair: Pair, ratio: bool) -> Callable[[Mapping[str, float]], float]:
-        case, base = pair.name, f"{pair.base}@{pair.name}"
+    def over(pair: Pair, ratio: bool, suffix: str = "") -> Callable[[Mapping[str, float]], float]:
+        case, base = pair.name + suffix, f"{pair.base}@{pair.name}{suffix}"
         return (lambda r: r[case] / r[base] - 1.0) if ratio else (lambda r: r[case] - r[base])
 
     return {
@@ -114,6 +116,7 @@ def overheads(pairs: list[Pair], remote: Measurement, in_process: Measurement) -
         "baseline": {pair.name: pair.base for pair in pairs},
         "over_base": {pair.name: remote.derive(over(pair, True)) for pair in pairs},
         "over_base_us": {pair.name: remote.derive(over(pair, False)) for pair in pairs},
+        "over_base_plain_mean": {pair.name: remote.derive(over(pair, True, MEAN)) for pair in pairs},
         "local_hook_cost_over_session": {name: in_process.derive(local_share(name)) for name in LOCAL},
     }
 
@@ -247,7 +250,8 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         f"remote ({meta['engine']}) - {meta['date']} - Python {meta['python']} - {meta['rounds']} rounds, "
         f"{meta['steps']} steps of each side per pair, blocks of {meta['block']}",
-        "per step, us, median [min-max] over rounds; overhead over the baseline timed in the same window",
+        f"per step, us (mean without each side's slowest {TRIM:.0%}), median [min-max] over rounds; "
+        "overhead over the baseline timed in the same window (plain means in brackets)",
     ]
     for backend, data in result["backends"].items():
         lines.append(f"  {backend}")
@@ -255,7 +259,8 @@ def render(result: dict[str, Any]) -> str:
         for name, base in data["baseline"].items():
             lines.append(
                 f"    {name:<20} {fmt_stats(per_step[name])} over {base} {fmt_stats(per_step[base])}: "
-                f"+{fmt_stats(data['over_base_us'][name])} us, {fmt_stats(data['over_base'][name], 100.0)} %"
+                f"+{fmt_stats(data['over_base_us'][name])} us, {fmt_stats(data['over_base'][name], 100.0)} % "
+                f"({fmt(data['over_base_plain_mean'][name]['median'] * 100.0)} %)"
             )
         for name, share in data["local_hook_cost_over_session"].items():
             lines.append(
@@ -276,7 +281,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--engine", choices=("ray", "dask"), required=True)
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--steps", type=int, default=200, help="remote steps of each side of a pair, per round")
-    p.add_argument("--block", type=int, default=10, help="steps per block of the interleaving")
+    p.add_argument("--block", type=int, default=1, help="steps per block of the interleaving")
     p.add_argument("--sample-ms", type=float, default=400.0, help="length of one in-process sample")
     p.add_argument("--increments", type=int, default=300, help="Ray: increments per counter worker")
     p.add_argument("--items", type=int, default=200, help="Dask: items per pipeline run")
@@ -284,7 +289,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--json", metavar="PATH", help="write the JSON here (the table then goes to stdout)")
     args = p.parse_args(argv)
     if args.quick:
-        args.rounds, args.steps, args.block, args.sample_ms, args.increments, args.items = 2, 20, 5, 60.0, 20, 10
+        args.rounds, args.steps, args.block, args.sample_ms, args.increments, args.items = 2, 20, 1, 60.0, 20, 10
     if min(args.rounds, args.steps, args.block, args.increments, args.items) < 1 or args.sample_ms <= 0:
         p.error("--rounds, --steps, --block, --increments and --items must be >= 1 and --sample-ms > 0")
     return args

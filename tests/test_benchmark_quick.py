@@ -94,7 +94,7 @@ def _check_backends(result: dict[str, Any], *, shared: bool) -> None:
         }
         for name, value in data["per_step_us"].items():
             _check_stats(value, f"{backend}.per_step_us.{name}")
-        for key in ("over_base", "over_base_us"):
+        for key in ("over_base", "over_base_us", "over_base_plain_mean"):
             assert set(data[key]) == set(cases)
             for name, value in data[key].items():
                 _check_stats(value, f"{backend}.{key}.{name}", positive=False)
