@@ -5,12 +5,12 @@ Every process runs a ``MonitoredTrainingSession`` whose session is a Ray actor
 by the whole job. The chief checkpoints: the shared step and its actor's state
 (the model has ``state_dict`` / ``load_state_dict``) when its session is created,
 every 5 steps and at the end; a chief started again with the same checkpoint
-directory resumes from its latest checkpoint. The workers start once the chief's
-first checkpoint exists, and gradually (``GlobalStepWaiterHook``: worker 1 waits
-for step 5, worker 2 for step 10); every process stops at the same
-``StopAtStepHook`` step, and worker 1's actor is killed in the middle of its third
-step (a stand-in for a lost machine): that worker re-creates its session and
-carries on. Each process prints one JSON line: its steps, sessions, first and last
+directory resumes from its latest checkpoint. The workers start once the chief
+has made its first step (so after it restored the step), and gradually
+(``GlobalStepWaiterHook``: worker 1 waits for step 5, worker 2 for step 10); every
+process stops at the same ``StopAtStepHook`` step, and worker 1's actor is killed
+in the middle of its second step (a stand-in for a lost machine): that worker
+re-creates its session and carries on. Each process prints one JSON line: its steps, sessions, first and last
 step, and its model's update count.
 
 Run it with ``python -m examples.ray_workers`` (it starts a local Ray listening on
@@ -60,7 +60,7 @@ class Model:
     def run(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
         self.calls += 1
         time.sleep(STEP_SECONDS)
-        if self.lose_marker and self.calls == 3 and not os.path.exists(self.lose_marker):
+        if self.lose_marker and self.calls == 2 and not os.path.exists(self.lose_marker):
             Path(self.lose_marker).touch()
             os.kill(os.getpid(), signal.SIGKILL)  # the machine is gone, mid-step
         self.weight *= 0.9
@@ -114,8 +114,11 @@ async def work(
         hookrun.MonitoredTrainingSession(
             creator.create_session,  # one actor per session, restored by the chief
             is_chief=index == 0,
-            checkpoint_dir=checkpoint_dir,  # the chief saves here; workers wait for its first save
+            checkpoint_dir=checkpoint_dir,  # the chief saves and restores here
             save_checkpoint_steps=5,
+            # Workers start once the chief made a step, i.e. restored the shared step
+            # (no polling: the call parks in the counter's actor):
+            ready=lambda: counter.wait_for(1),
             log_step_count_steps=0,
             hooks=hooks,
             step_counter=counter,
