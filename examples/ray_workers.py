@@ -9,7 +9,7 @@ directory resumes from its latest checkpoint. The workers start once the chief
 has made its first step (so after it restored the step), and gradually
 (``GlobalStepWaiterHook``: worker 1 waits for step 5, worker 2 for step 10); every
 process stops at the same ``StopAtStepHook`` step, and worker 1's actor is killed
-in the middle of its second step (a stand-in for a lost machine): that worker
+in the middle of its first step (a stand-in for a lost machine): that worker
 re-creates its session and carries on. Each process prints one JSON line: its steps, sessions, first and last
 step, and its model's update count.
 
@@ -53,14 +53,14 @@ class Model:
     def __init__(self, role: str, lose_marker: str | None) -> None:
         self.role = role
         self.lose_marker = lose_marker
-        self.calls = 0  # calls on this actor (not state: the loss below is per actor)
+        self.calls = 0  # calls on this actor (not state)
         self.weight = 1.0
         self.updates = 0
 
     def run(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
         self.calls += 1
         time.sleep(STEP_SECONDS)
-        if self.lose_marker and self.calls == 2 and not os.path.exists(self.lose_marker):
+        if self.lose_marker and self.calls == 1 and not os.path.exists(self.lose_marker):
             Path(self.lose_marker).touch()
             os.kill(os.getpid(), signal.SIGKILL)  # the machine is gone, mid-step
         self.weight *= 0.9
