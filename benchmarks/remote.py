@@ -2,30 +2,38 @@
 
     python -m benchmarks.remote --engine ray|dask [--quick] [--json PATH]
 
-On a local cluster (Ray: ``num_cpus=2``, loopback, no dashboard; Dask: a
-``LocalCluster`` of two single-thread worker processes on 127.0.0.1), per backend
-(asyncio and trio, alternating round by round in one process), steps of a trivial
-remote function (``{"y": x}``):
+On a local cluster (Ray: ``num_cpus=2``, listening on 127.0.0.1 only, no dashboard;
+Dask: a ``LocalCluster`` of two single-thread worker processes on 127.0.0.1), per
+backend (asyncio and trio, alternating round by round in one process), steps of a
+trivial remote function (``{"y": x}``), each case against its baseline, the two
+interleaved in blocks of steps in the same window (``_paired.py``):
 
-* ``raw``: awaiting the engine's own future with ``hookrun.remote.await_future``;
-* ``session``: the bare loop: ``await session.run(["y"], feed)`` on a
-  ``RayStepSession`` / ``DaskStepSession`` (the same remote call as below, no hooks);
-* ``hooked_0``, ``noop_10``: a ``MonitoredSession`` over that session with no hooks
-  and with 10 async no-op hooks;
-* ``worker_hooks``: with the built-in hooks a worker runs: ``StepCounterHook``,
-  ``LoggingTensorHook`` (fetching ``y``) and ``StopAtStepHook``.
+* ``session`` over ``raw``: ``await session.run(["y"], feed)`` on a
+  ``RayStepSession`` / ``DaskStepSession`` over awaiting the engine's own future
+  with ``hookrun.remote.await_future`` (the adapter's cost);
+* ``hooked_0``, ``noop_10`` over ``session``: a ``MonitoredSession`` over such a
+  session with no hooks and with 10 async no-op hooks;
+* ``worker_hooks`` over ``session``: with the built-in hooks a worker runs:
+  ``StepCounterHook``, ``LoggingTensorHook`` (fetching ``y``) and ``StopAtStepHook``,
+  on the default in-process step counter;
+* Ray only, ``shared_worker_hooks`` over ``session_inc``: the same hooks with the
+  global step in a ``RayStepCounter`` (a worker of a job), over a bare loop making
+  the same Ray calls: the step, then one ``increment()`` of the counter;
+* Ray only, ``idle_noop_10`` and ``idle_worker_hooks`` over ``idle_session``: the
+  hooks on an in-process ``StepSession`` whose step sleeps about as long as the
+  Ray round trip: what the hooks cost when each step really waits (caches gone
+  cold), without Ray.
 
-The overhead of a case is its per-step time over ``session``'s, taken within each
-round, minus one. As a cross-check less exposed to the remote call's jitter, the
-same rounds time the same hooks on an in-process session that returns at once
-(``local_*`` over ``local_bare``, as in ``python -m benchmarks``): that difference
-over ``session``'s step is the hooks' share of a remote step. Then, for Ray: increments per second of K worker processes (async
-actors) sharing one ``RayStepCounter``, K = 1, 2, 4, each incrementing in a loop; for
-Dask: items per second of the example pipeline (``examples/dask_pipeline.py``, no
-worker lost) on a cluster of 1 and of 2 workers, client connection included.
-Everything is interleaved in rounds in one process; read the ratios, not the
-absolute figures. The JSON goes to stdout and a table to stderr, or the JSON to
-``--json PATH`` and the table to stdout.
+The overhead of a case is its per-step time over its baseline's in the same
+window, minus one; medians and ranges over the rounds. As a cross-check that no
+remote jitter can reach, the same rounds time the same hooks on an in-process
+session that returns at once (``local_*`` over ``local_bare``, as in
+``python -m benchmarks``): that difference over ``session``'s step is the hooks'
+own share of a remote step. Then, Ray: increments per second of K = 1, 2, 4 worker
+processes (async actors) sharing one ``RayStepCounter``, each in a loop; Dask:
+items per second of ``examples/dask_pipeline.py`` (no worker lost) on 1 and on 2
+workers, client connection included. The JSON goes to stdout and a table to
+stderr, or the JSON to ``--json PATH`` and the table to stdout.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -47,120 +56,69 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``hook
 
 import anyio
 
-from hookrun import MonitoredSession, SessionRunHook
-from hookrun.hooks import LoggingTensorHook, StepCounterHook, StopAtStepHook
+from hookrun import StepSession
 from hookrun.remote import await_future
 
-from ._harness import Case, Measurement, Timing, clock, emit, machine_info, measure, stats, timed
+from ._harness import Measurement, emit, machine_info, measure, stats
+from ._paired import MEAN, TRIM, Pair, measure_pairs
+from ._remote_cases import FEED, IDLE, LOCAL, LOCAL_BASE, idle_step, local_cases, step_pairs
 from ._remote_steps import CounterWorker, trivial_step
-from .cases import bare_step, hooked_step, hooks_of
 from .report import fmt, fmt_stats
 
 __all__ = ["main"]
 
 BACKENDS = ("asyncio", "trio")
-BASE = "session"
-LOCAL_BASE = "local_bare"
-HOOKED = ("hooked_0", "noop_10", "worker_hooks")
-#: Cases whose overhead over ``session`` must stay under ``LIMIT``, per engine.
-TARGETED = {"ray": ("noop_10", "worker_hooks"), "dask": ("noop_10",)}
+#: Cases whose overhead over their baseline must stay under ``LIMIT``, per engine.
+TARGETED = {"ray": ("noop_10", "worker_hooks", "shared_worker_hooks"), "dask": ("noop_10",)}
 LIMIT = 0.05
 COUNTER_KS = (1, 2, 4)
-FEED = {"x": 1}
 
 
-def worker_hooks() -> list[SessionRunHook]:
-    """The built-in hooks a remote worker usually runs (logging every 100 steps)."""
-    return [
-        StepCounterHook(every_n_steps=100),
-        LoggingTensorHook(["y"], every_n_iter=100),
-        StopAtStepHook(num_steps=10**12),
-    ]
+def measure_backends(
+    pairs: list[Pair], args: argparse.Namespace, log: Callable[[str], None]
+) -> dict[str, tuple[Measurement, Measurement]]:
+    """``args.rounds`` rounds on every backend, the backends alternating (and swapping order):
+    each round samples every pair once, then the in-process cases once."""
+    result = {backend: (Measurement(), Measurement()) for backend in BACKENDS}
+    local = local_cases()
 
+    async def one_round(remote: Measurement, in_process: Measurement) -> None:
+        await measure_pairs(pairs, args.steps, args.block, remote)
+        await measure(local, 1, args.sample_ms, None, in_process)
 
-HOOK_SETS: dict[str, Callable[[], list[SessionRunHook]]] = {
-    "hooked_0": list,
-    "noop_10": hooks_of("async", 10),
-    "worker_hooks": worker_hooks,
-}
-
-
-def _loop(call: Callable[[], Any]) -> Callable[[int], Any]:
-    async def sample(n: int) -> Timing:
-        start = clock()
-        for _ in range(n):
-            await call()
-        return timed(start)
-
-    return sample
-
-
-def step_cases(raw: Callable[[], Any], make_session: Callable[[], Any]) -> list[Case]:
-    """The five cases, given a raw remote call and a factory of the engine's step session.
-
-    Each monitored session gets a session of its own (it closes it at its end).
-    """
-    session = make_session()
-
-    async def create() -> Any:
-        return make_session()
-
-    def hooked(name: str) -> Callable[[int], Any]:
-        async def sample(n: int) -> Timing:
-            async with MonitoredSession(create, HOOK_SETS[name]()) as sess:
-                start = clock()
-                for _ in range(n):
-                    if sess.should_stop():
-                        break
-                    await sess.run(["y"], FEED)
-                elapsed = timed(start)
-            return elapsed
-
-        return sample
-
-    cases = [
-        Case(LOCAL_BASE, bare_step()),
-        *(Case(f"local_{name}", hooked_step(HOOK_SETS[name])) for name in HOOKED[1:]),
-        Case("raw", _loop(raw), min_n=20),
-        Case(BASE, _loop(lambda: session.run(["y"], FEED)), min_n=20),
-    ]
-    return cases + [Case(name, hooked(name), min_n=20) for name in HOOKED]
-
-
-def measure_backends(cases: list[Case], rounds: int, sample_ms: float, log: Callable[[str], None]) -> dict[str, Measurement]:
-    """``rounds`` rounds on every backend, the backends alternating (and swapping order)."""
-    result = {backend: Measurement() for backend in BACKENDS}
-    for r in range(rounds):
-        order = BACKENDS if r % 2 == 0 else BACKENDS[::-1]
-        for backend in order:
-            anyio.run(measure, cases, 1, sample_ms, None, result[backend], backend=backend)
+    for r in range(args.rounds):
+        for backend in BACKENDS if r % 2 == 0 else BACKENDS[::-1]:
+            anyio.run(one_round, *result[backend], backend=backend)
         log(f"round {r + 1}")
     return result
 
 
-def _ratio_minus_one(name: str) -> Callable[[Mapping[str, float]], float]:
-    return lambda r: r[name] / r[BASE] - 1.0
+def overheads(pairs: list[Pair], remote: Measurement, in_process: Measurement) -> dict[str, Any]:
+    """Per-step figures, each case's overhead over its baseline, and the in-process cross-check."""
+    def of_base(base: str) -> list[float]:  # a baseline's figures from all its pairs
+        return [r[k] for r in remote.rounds for k in r if k.startswith(f"{base}@") and not k.endswith(MEAN)]
 
+    per_step: dict[str, Any] = {base: stats(of_base(base)) for base in dict.fromkeys(p.base for p in pairs)}
+    per_step.update({pair.name: remote.per_step(pair.name) for pair in pairs})
+    per_step.update({name: in_process.per_step(name) for name in in_process.steps})
+    session_us = statistics.median(of_base("session"))
 
-def _difference(name: str) -> Callable[[Mapping[str, float]], float]:
-    return lambda r: r[name] - r[BASE]
+    def local_share(name: str) -> Callable[[Mapping[str, float]], float]:
+        return lambda r: (r[f"local_{name}"] - r[LOCAL_BASE]) / session_us
 
+    def over(pair: Pair, ratio: bool, suffix: str = "") -> Callable[[Mapping[str, float]], float]:
+        case, base = pair.name + suffix, f"{pair.base}@{pair.name}{suffix}"
+        return (lambda r: r[case] / r[base] - 1.0) if ratio else (lambda r: r[case] - r[base])
 
-def _local_share(name: str) -> Callable[[Mapping[str, float]], float]:
-    """The hooks' cost on an in-process session, as a share of the remote step."""
-    return lambda r: (r[f"local_{name}"] - r[LOCAL_BASE]) / r[BASE]
-
-
-def overheads(m: Measurement) -> dict[str, Any]:
-    out: dict[str, Any] = {"per_step_us": {name: m.per_step(name) for name in m.steps}, "steps": m.steps}
-    out["cpu_share"] = {name: m.share(name) for name in m.steps}
-    out["over_session"] = {name: m.derive(_ratio_minus_one(name)) for name in HOOKED}
-    out["over_session_us"] = {name: m.derive(_difference(name)) for name in HOOKED}
-    out["local_hook_cost_over_session"] = {
-        name: m.derive(_local_share(name)) for name in HOOKED[1:]
+    return {
+        "per_step_us": per_step,
+        "steps_per_round": dict(remote.steps),
+        "baseline": {pair.name: pair.base for pair in pairs},
+        "over_base": {pair.name: remote.derive(over(pair, True)) for pair in pairs},
+        "over_base_us": {pair.name: remote.derive(over(pair, False)) for pair in pairs},
+        "over_base_plain_mean": {pair.name: remote.derive(over(pair, True, MEAN)) for pair in pairs},
+        "local_hook_cost_over_session": {name: in_process.derive(local_share(name)) for name in LOCAL},
     }
-    out["session_over_raw_us"] = m.derive(lambda r: r[BASE] - r["raw"])
-    return out
 
 
 # -- Ray ----------------------------------------------------------------------------------
@@ -171,13 +129,12 @@ def ray_cluster() -> Iterator[Any]:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
+    from hookrun.ray import init_local
+
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     temp_dir = tempfile.mkdtemp(prefix="hkr-bench-", dir="/tmp" if os.path.isdir("/tmp") else None)
-    ray.init(
-        address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-        configure_logging=False, _node_ip_address="127.0.0.1", _temp_dir=temp_dir,
-    )
+    init_local(num_cpus=2, log_to_driver=False, configure_logging=False, _temp_dir=temp_dir)
     try:
         yield ray
     finally:
@@ -189,9 +146,13 @@ def ray_run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, A
 
     with ray_cluster() as ray:
         fn = ray.remote(trivial_step)
-        cases = step_cases(lambda: await_future(fn.remote(FEED).future()), lambda: RayStepSession(fn))
-        backends = measure_backends(cases, args.rounds, args.sample_ms, log)
         name = f"bench-{uuid.uuid4().hex[:8]}"
+        pairs = step_pairs(
+            lambda: await_future(fn.remote(FEED).future()), lambda: RayStepSession(fn),
+            lambda: RayStepCounter(f"{name}-steps", "hookrun"),
+        ) + [p for p in step_pairs(None, lambda: StepSession(idle_step), prefix="idle_") if p.name in IDLE]
+        backends = measure_backends(pairs, args, log)
+        anyio.run(_delete_counter, RayStepCounter(f"{name}-steps", "hookrun"))
         actor = ray.remote(num_cpus=0)(CounterWorker)
         workers = [actor.remote(name, "hookrun") for _ in range(max(COUNTER_KS))]
         ray.get([w.warm.remote() for w in workers])
@@ -211,7 +172,7 @@ def ray_run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, A
     if final != expected:
         raise RuntimeError(f"the shared counter reads {final}, expected {expected}: increments were lost")
     return {
-        "backends": {b: overheads(m) for b, m in backends.items()},
+        "backends": {b: overheads(pairs, *m) for b, m in backends.items()},
         "counter": {
             "increments_per_worker": args.increments,
             "final_value": final,
@@ -245,11 +206,11 @@ def dask_run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, 
     with _cluster(2) as two, _cluster(1) as one, Client(  # type: ignore[no-untyped-call]
         two.scheduler_address, set_as_default=False
     ) as client:
-        cases = step_cases(
+        pairs = step_pairs(
             lambda: await_future(client.submit(trivial_step, FEED, pure=False)),
             lambda: DaskStepSession(trivial_step, client=client),
         )
-        backends = measure_backends(cases, args.rounds, args.sample_ms, log)
+        backends = measure_backends(pairs, args, log)
         variants = [(w, b) for w in (1, 2) for b in BACKENDS]
         addresses = {1: one.scheduler_address, 2: two.scheduler_address}
         rates: dict[tuple[int, str], list[float]] = {v: [] for v in variants}
@@ -264,7 +225,7 @@ def dask_run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, 
                 rates[(workers, backend)].append(args.items / elapsed)
             log(f"pipeline round {r + 1}")
     return {
-        "backends": {b: overheads(m) for b, m in backends.items()},
+        "backends": {b: overheads(pairs, *m) for b, m in backends.items()},
         "pipeline": {
             "items": args.items,
             "items_per_s": {f"{w}_workers_{b}": stats(v) for (w, b), v in rates.items()},
@@ -279,7 +240,7 @@ def verdicts(engine: str, result: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for backend, data in result["backends"].items():
         for name in TARGETED[engine]:
-            median = data["over_session"][name]["median"]
+            median = data["over_base"][name]["median"]
             out[f"{name}_{backend}"] = {"target": f"< {LIMIT}", "median": median, "met": median < LIMIT}
     return out
 
@@ -287,19 +248,25 @@ def verdicts(engine: str, result: dict[str, Any]) -> dict[str, Any]:
 def render(result: dict[str, Any]) -> str:
     meta = result["meta"]
     lines = [
-        f"remote ({meta['engine']}) - {meta['date']} - Python {meta['python']} - {meta['rounds']} rounds",
-        "per step, us, median [min-max]; overhead over the bare session loop, within each round",
+        f"remote ({meta['engine']}) - {meta['date']} - Python {meta['python']} - {meta['rounds']} rounds, "
+        f"{meta['steps']} steps of each side per pair, blocks of {meta['block']}",
+        f"per step, us (mean without each side's slowest {TRIM:.0%}), median [min-max] over rounds; "
+        "overhead over the baseline timed in the same window (plain means in brackets)",
     ]
     for backend, data in result["backends"].items():
         lines.append(f"  {backend}")
-        for name, st in data["per_step_us"].items():
-            extra = ""
-            if name in data["over_session"]:
-                extra = f"   overhead {fmt_stats(data['over_session'][name], 100.0)} %"
-            if name in data["local_hook_cost_over_session"]:
-                share = data["local_hook_cost_over_session"][name]
-                extra += f"   in-process hooks / remote step {fmt_stats(share, 100.0)} %"
-            lines.append(f"    {name:<18} {fmt_stats(st)}{extra}")
+        per_step = data["per_step_us"]
+        for name, base in data["baseline"].items():
+            lines.append(
+                f"    {name:<20} {fmt_stats(per_step[name])} over {base} {fmt_stats(per_step[base])}: "
+                f"+{fmt_stats(data['over_base_us'][name])} us, {fmt_stats(data['over_base'][name], 100.0)} % "
+                f"({fmt(data['over_base_plain_mean'][name]['median'] * 100.0)} %)"
+            )
+        for name, share in data["local_hook_cost_over_session"].items():
+            lines.append(
+                f"    in-process {name:<9} {fmt_stats(per_step[f'local_{name}'])} over "
+                f"{fmt_stats(per_step[LOCAL_BASE])}: {fmt_stats(share, 100.0)} % of a remote step"
+            )
     for key, v in result.get("counter", {}).get("increments_per_s", {}).items():
         lines.append(f"  RayStepCounter, K={key}: {fmt_stats(v)} increments/s")
     for key, v in result.get("pipeline", {}).get("items_per_s", {}).items():
@@ -313,16 +280,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.remote", description=__doc__.split("\n\n")[0])
     p.add_argument("--engine", choices=("ray", "dask"), required=True)
     p.add_argument("--rounds", type=int, default=9)
-    p.add_argument("--sample-ms", type=float, default=800.0, help="length of one step sample")
+    p.add_argument("--steps", type=int, default=200, help="remote steps of each side of a pair, per round")
+    p.add_argument("--block", type=int, default=1, help="steps per block of the interleaving")
+    p.add_argument("--sample-ms", type=float, default=400.0, help="length of one in-process sample")
     p.add_argument("--increments", type=int, default=300, help="Ray: increments per counter worker")
     p.add_argument("--items", type=int, default=200, help="Dask: items per pipeline run")
     p.add_argument("--quick", action="store_true", help="a few seconds past the cluster's start")
     p.add_argument("--json", metavar="PATH", help="write the JSON here (the table then goes to stdout)")
     args = p.parse_args(argv)
     if args.quick:
-        args.rounds, args.sample_ms, args.increments, args.items = 2, 60.0, 20, 10
-    if args.rounds < 1 or args.sample_ms <= 0 or args.increments < 1 or args.items < 1:
-        p.error("--rounds, --increments and --items must be >= 1 and --sample-ms > 0")
+        args.rounds, args.steps, args.block, args.sample_ms, args.increments, args.items = 2, 20, 1, 60.0, 20, 10
+    if min(args.rounds, args.steps, args.block, args.increments, args.items) < 1 or args.sample_ms <= 0:
+        p.error("--rounds, --steps, --block, --increments and --items must be >= 1 and --sample-ms > 0")
     return args
 
 
@@ -338,7 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     packages = ("anyio", "trio", "hookrun", "ray") if args.engine == "ray" else ("anyio", "trio", "hookrun", "distributed")
     meta = machine_info(packages)
     meta.update(
-        engine=args.engine, rounds=args.rounds, sample_ms=args.sample_ms, quick=args.quick,
+        engine=args.engine, rounds=args.rounds, steps=args.steps, block=args.block,
+        sample_ms=args.sample_ms, quick=args.quick,
         duration_s=round(time.perf_counter() - started, 1),
     )
     result = {"meta": meta, **result}

@@ -84,18 +84,22 @@ def test_checkpoints_rejects_bad_sizes() -> None:
         checkpoints.parse_args(["--mib", "0"])
 
 
-def _check_backends(result: dict[str, Any]) -> None:
+def _check_backends(result: dict[str, Any], *, shared: bool) -> None:
     assert set(result["backends"]) == {"asyncio", "trio"}
+    cases = {"session": "raw", "hooked_0": "session", "noop_10": "session", "worker_hooks": "session"}
+    if shared:  # Ray: the shared counter, and the same hooks on an in-process waiting step
+        cases.update(shared_worker_hooks="session_inc", idle_noop_10="idle_session", idle_worker_hooks="idle_session")
     for backend, data in result["backends"].items():
+        assert data["baseline"] == cases
         assert set(data["per_step_us"]) == {
-            "raw", "session", "hooked_0", "noop_10", "worker_hooks",
-            "local_bare", "local_noop_10", "local_worker_hooks",
+            *cases, *cases.values(), "local_bare", "local_noop_10", "local_worker_hooks",
         }
         for name, value in data["per_step_us"].items():
             _check_stats(value, f"{backend}.per_step_us.{name}")
-        assert set(data["over_session"]) == {"hooked_0", "noop_10", "worker_hooks"}
-        for name, value in data["over_session"].items():
-            _check_stats(value, f"{backend}.over_session.{name}", positive=False)
+        for key in ("over_base", "over_base_us", "over_base_plain_mean"):
+            assert set(data[key]) == set(cases)
+            for name, value in data[key].items():
+                _check_stats(value, f"{backend}.{key}.{name}", positive=False)
         assert set(data["local_hook_cost_over_session"]) == {"noop_10", "worker_hooks"}
         for name, value in data["local_hook_cost_over_session"].items():
             _check_stats(value, f"{backend}.local_hook_cost_over_session.{name}", positive=False)
@@ -105,20 +109,21 @@ def _check_backends(result: dict[str, Any]) -> None:
 def test_remote_ray_quick(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     result = _run("benchmarks.remote", "--engine", "ray", tmp_path=tmp_path)
-    _check_backends(result)
+    _check_backends(result, shared=True)
     counter = result["counter"]
     assert set(counter["increments_per_s"]) == {"1", "2", "4"}
     for k, value in counter["increments_per_s"].items():
         _check_stats(value, f"counter.{k}")
     assert counter["final_value"] == counter["increments_per_worker"] * 7 * result["meta"]["rounds"]
-    _check_targets(result, {f"{n}_{b}" for n in ("noop_10", "worker_hooks") for b in ("asyncio", "trio")})
+    targeted = ("noop_10", "worker_hooks", "shared_worker_hooks")
+    _check_targets(result, {f"{n}_{b}" for n in targeted for b in ("asyncio", "trio")})
 
 
 @pytest.mark.engine
 def test_remote_dask_quick(tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     result = _run("benchmarks.remote", "--engine", "dask", tmp_path=tmp_path)
-    _check_backends(result)
+    _check_backends(result, shared=False)
     rates = result["pipeline"]["items_per_s"]
     assert set(rates) == {f"{w}_workers_{b}" for w in (1, 2) for b in ("asyncio", "trio")}
     for name, value in rates.items():

@@ -22,6 +22,7 @@ from ._errors import DeadlineExceededError
 from ._hooks import RunMetadata, RunOptions, SessionRunContext, SessionRunValues, TimingRecord
 from ._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
 from ._sessions import check_values
+from ._step import step_at_start
 
 if TYPE_CHECKING:
     from ._dispatch import Dispatcher
@@ -66,7 +67,7 @@ class Stepping:
         if raw is None:
             self._refuse_broken()
         local = self._local
-        step = local.value if local is not None else await self._counter.get()
+        step = local.value if local is not None else await step_at_start(self._counter)
         ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
         metadata = RunMetadata() if run_metadata is None else run_metadata
         with ExitStack() as stack:
@@ -149,7 +150,7 @@ class Stepping:
             self._refuse_broken()
         local = self._local
         if ctx is None:
-            step = local.value if local is not None else await self._counter.get()
+            step = local.value if local is not None else await step_at_start(self._counter)
             ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
         else:
             step = ctx.global_step

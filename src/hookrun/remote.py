@@ -14,6 +14,7 @@ as it is cancelled; the engine's own exception is re-raised unchanged.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -76,7 +77,9 @@ async def await_future(
 
 
 def _check_future(future: object) -> None:
-    if isinstance(future, FutureLike):
+    # The exact type first: Ray's ref.future() is one, and a runtime protocol check costs
+    # microseconds on every remote step.
+    if type(future) is concurrent.futures.Future or isinstance(future, FutureLike):
         return
     hint = ""
     if callable(getattr(future, "future", None)):

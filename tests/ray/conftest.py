@@ -1,4 +1,4 @@
-"""One local Ray cluster for all the Ray tests (loopback, no dashboard).
+"""One local Ray cluster for all the Ray tests (loopback only, no dashboard).
 
 Every test here is marked ``engine``. The cluster is package-scoped: started once,
 shut down when the last Ray test has run (so it never runs alongside the rest of
@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-ray = pytest.importorskip("ray")
-
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # no token file in $HOME (and its warning)
+# Processes the tests start join the loopback-only cluster (the variable is read at Ray's import).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+ray = pytest.importorskip("ray")
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,29 @@ def processes_using(path: str) -> list[int]:
     return pids
 
 
+def listening_sockets(root_pid: int) -> list[tuple[str, int, str]]:
+    """``(address, port, process)`` of every TCP socket listening in ``root_pid``'s process tree."""
+    import psutil
+
+    root = psutil.Process(root_pid)
+    tree = {root.pid: root.name(), **{p.pid: p.name() for p in root.children(recursive=True)}}
+    return [
+        (conn.laddr.ip, conn.laddr.port, tree[conn.pid])
+        for conn in psutil.net_connections(kind="tcp")
+        if conn.status == psutil.CONN_LISTEN and conn.pid in tree
+    ]
+
+
+def is_loopback(address: str) -> bool:
+    """127.0.0.0/8 or ::1, also as an IPv4-mapped IPv6 address (``::ffff:127.0.0.1``)."""
+    import ipaddress
+
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
 def wait_until_gone(path: str, within: float = 30.0) -> list[int]:
     """Wait (bounded) for the processes of ``path`` to exit; return the ones still alive."""
     import time
@@ -63,15 +88,9 @@ def wait_until_gone(path: str, within: float = 30.0) -> list[int]:
 @pytest.fixture(scope="package")
 def ray_cluster() -> Iterator[RayCluster]:
     temp_dir = tempfile.mkdtemp(prefix="hkr-ray-", dir="/tmp")  # short: Ray puts sockets there
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        _node_ip_address="127.0.0.1",
-        _temp_dir=temp_dir,
-    )
+    from hookrun.ray import init_local
+
+    init_local(num_cpus=2, log_to_driver=False, configure_logging=False, _temp_dir=temp_dir)
     try:
         yield RayCluster(ray.get_runtime_context().gcs_address, temp_dir)
     finally:

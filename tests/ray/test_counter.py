@@ -140,3 +140,69 @@ async def test_increment_argument_is_checked(counter: RayStepCounter) -> None:
 async def _run(args: list[str]) -> None:
     done = await anyio.run_process(args, check=False, env={**os.environ})
     assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+
+async def test_recent_is_the_value_this_counter_last_saw_while_fresh(counter: RayStepCounter) -> None:
+    """recent(): nothing before a call; the value get/increment/set returned; None once stale
+    (staleness counts from when the call was sent)."""
+    with anyio.fail_after(30):
+        await counter.increment()  # 6 (the fixture's counter has the default staleness)
+    counter = RayStepCounter(counter.name, max_staleness=60)
+    assert counter.recent() is None
+    with anyio.fail_after(30):
+        await counter.increment()
+        assert counter.recent() == 7
+        await counter.set(9)
+        assert counter.recent() == 9
+        other = RayStepCounter(counter.name, max_staleness=0)
+        assert await other.increment() == 10
+        assert other.recent() is None  # max_staleness=0: never answers
+        assert counter.recent() == 9  # what this counter saw (another one moved on since)
+        assert await counter.get() == 10  # get() always asks the actor
+        assert counter.recent() == 10
+        await other.aclose()
+        await counter.aclose()
+    with pytest.raises(ValueError, match="max_staleness"):
+        RayStepCounter("x", max_staleness=-1)
+
+
+class CountingCounter(RayStepCounter):
+    """Counts the calls it sends to the actor."""
+
+    calls: list[str]
+
+    async def _call(self, method: str, *args: int, remember: bool = True) -> int:
+        self.calls.append(method)
+        return await super()._call(method, *args, remember=remember)
+
+
+@pytest.mark.parametrize("max_staleness", [60.0, 0.0])
+async def test_a_worker_step_makes_one_counter_call_not_two(max_staleness: float) -> None:
+    """The step's global_step comes from the previous increment while fresh: one round trip
+    to the counter per step; with max_staleness=0 each step also reads it (a get)."""
+    counter = CountingCounter(f"test-step-{uuid.uuid4().hex[:8]}", max_staleness=max_staleness)
+    counter.calls = []
+    steps: list[int] = []
+
+    class Steps(hookrun.SessionRunHook):
+        def before_run(self, ctx: hookrun.SessionRunContext) -> None:
+            steps.append(ctx.global_step)
+
+    async def create() -> RayStepSession:
+        return RayStepSession(_remote.square)
+
+    with anyio.fail_after(60):
+        try:
+            async with hookrun.MonitoredSession(create, [Steps()], step_counter=counter) as sess:
+                await counter.get()  # joined (and read) before the steps
+                for x in range(5):
+                    await sess.run("y", {"x": x})
+        finally:
+            await counter.delete()
+            await counter.aclose()
+    assert steps == [0, 1, 2, 3, 4]
+    per_step = counter.calls[1:]
+    if max_staleness:
+        assert per_step == ["increment"] * 5
+    else:
+        assert per_step == ["get", "increment"] * 5

@@ -1,23 +1,62 @@
-"""examples/ray_workers.py: a chief and two worker processes share one global step."""
+"""examples/ray_workers.py: a chief and two worker processes share one global step; the chief checkpoints."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import anyio
 import pytest
 from examples import ray_workers
 
+import hookrun
+
 from .conftest import RayCluster
 
 pytestmark = pytest.mark.anyio
 
+LAST_STEP = 20
 
-async def test_chief_and_workers_share_the_step_and_survive_a_lost_actor(ray_cluster: RayCluster) -> None:
-    """Every process stops at the last step; worker 1 re-creates its session once; no step is lost."""
-    with anyio.fail_after(180):
-        reports = await ray_workers.main(last_step=20, address=ray_cluster.address)
+
+async def test_chief_and_workers_share_the_step_survive_a_lost_actor_and_the_chief_resumes(
+    ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    """Every process stops at the last step; worker 1 re-creates its session once; no step is
+    lost; the chief's checkpoints end at the stop step, and a restarted chief resumes from them."""
+    checkpoints = tmp_path / "checkpoints"
+    with anyio.fail_after(150):
+        reports = await ray_workers.main(LAST_STEP, ray_cluster.address, str(checkpoints))
     by_role = {report["role"]: report for report in reports}
     assert sorted(by_role) == ["chief", "worker-1", "worker-2"]
     assert [by_role[role]["sessions"] for role in sorted(by_role)] == [1, 2, 1]
-    assert all(report["last_step"] >= 20 for report in reports)
+    final = max(report["last_step"] for report in reports)
+    # Each process stops at the first shared step >= LAST_STEP it reaches; the others'
+    # steps in flight then make the step go at most one further per other process.
+    assert all(LAST_STEP <= report["last_step"] <= LAST_STEP + 2 for report in reports)
     # Each successful run advanced the shared step exactly once:
-    assert sum(report["steps"] for report in reports) == max(report["last_step"] for report in reports)
+    assert sum(report["steps"] for report in reports) == final
+    assert by_role["worker-1"]["first_step"] > 5 and by_role["worker-2"]["first_step"] > 10
+
+    # The chief's checkpoints: increasing steps, the latest at the stop step (the shared
+    # step when the chief ended), holding the chief's model as it ended.
+    saved = hookrun.Checkpointer(checkpoints).all()
+    steps = [info.step for info in saved]
+    assert steps == sorted(set(steps)) and len(steps) >= 3, steps
+    latest = hookrun.latest_checkpoint(checkpoints)
+    assert latest == saved[-1].path
+    chief = by_role["chief"]
+    assert chief["last_step"] <= steps[-1] <= final
+    restored = await hookrun.Checkpointer(checkpoints).restore()
+    assert restored is not None and restored.step == steps[-1]
+    assert restored.state["global_step"] == steps[-1]
+    assert restored.state["session"]["updates"] == chief["updates"] == chief["steps"]
+
+    # The chief alone, started again on the same directory: it resumes from the latest
+    # checkpoint (the shared step and its model's state) and goes on to the new stop step.
+    with anyio.fail_after(60):
+        [again] = await ray_workers.main(LAST_STEP + 5, ray_cluster.address, str(checkpoints), workers=0)
+    assert again["role"] == "chief" and again["sessions"] == 1
+    assert again["first_step"] == restored.step + 1
+    assert again["last_step"] == LAST_STEP + 5
+    assert again["steps"] == LAST_STEP + 5 - restored.step
+    assert again["updates"] == chief["updates"] + again["steps"]
+    assert hookrun.Checkpointer(checkpoints).all()[-1].step == LAST_STEP + 5

@@ -231,3 +231,26 @@ def test_cluster_is_one_local_node(ray_cluster: RayCluster) -> None:
     nodes = [node for node in ray.nodes() if node["Alive"]]  # type: ignore[no-untyped-call]
     assert len(nodes) == 1
     assert ray_cluster.address.rsplit(":", 1)[0] == nodes[0]["NodeManagerAddress"]
+
+
+async def test_an_actor_with_state_dict_is_checkpointed_and_restored_into_its_successor(tmp_path: Path) -> None:
+    """A lost checkpointable actor is re-created from the latest checkpoint, state included."""
+    creator = RayActorSessionCreator(_remote.Tally)
+    plain = await RayActorSessionCreator(_remote.Model).create_session()
+    await plain.aclose()
+    assert not isinstance(plain, hookrun.Checkpointable)
+    sess = hookrun.MonitoredTrainingSession(
+        creator.create_session, checkpoint_dir=tmp_path, save_checkpoint_steps=1,
+        log_step_count_steps=0, retry=FAST_RETRY,
+    )
+    with anyio.fail_after(60):
+        async with sess:
+            totals = [await sess.run("total", {"x": x}) for x in (1, 2, 3)]
+            first_pid = await sess.run("pid", {"x": 0})  # step 4, saved with total 6
+            # The actor dies in this run; its successor is restored and runs it again:
+            totals.append(await sess.run("total", {"x": 4, "die": str(tmp_path / "lost")}))
+            second_pid = await sess.run("pid", {"x": 0})
+    assert totals == [1, 3, 6, 10]
+    assert creator.created == 2 and first_pid != second_pid
+    restored = await hookrun.Checkpointer(tmp_path).restore()
+    assert restored is not None and restored.state["session"] == {"total": 10}

@@ -6,6 +6,8 @@ Install with ``pip install 'hookrun[ray]'``; ``import hookrun`` never imports Ra
   actor makes the monitored session re-create the session).
 * ``RayStepSession``: each step is one Ray task returning a mapping.
 * ``RayStepCounter``: a ``StepCounter`` shared by every worker, waiting without polling.
+* ``init_local``: start a single-machine Ray listening on 127.0.0.1 only (what the
+  creators do when Ray is not initialised); ``LOOPBACK_ENV`` lets other processes join it.
 * ``RECOVERABLE_ERRORS`` / ``is_recoverable``: the Ray errors of a lost actor, worker,
   node or object. The adapters already raise them as ``hookrun.UnavailableError``
   (Ray's error chained as the cause); user errors propagate as they are.
@@ -16,13 +18,16 @@ from __future__ import annotations
 from ._actor import RayActorSession, RayActorSessionCreator
 from ._counter import RayStepCounter
 from ._errors import RECOVERABLE_ERRORS, is_recoverable
+from ._runtime import LOOPBACK_ENV, init_local
 from ._step import RayStepSession
 
 __all__ = [
+    "LOOPBACK_ENV",
     "RECOVERABLE_ERRORS",
     "RayActorSession",
     "RayActorSessionCreator",
     "RayStepCounter",
     "RayStepSession",
+    "init_local",
     "is_recoverable",
 ]

@@ -5,7 +5,10 @@ The session's ``run`` is one call ``actor.<method>.remote(fetches, feed_dict)`` 
 an actor is never restarted by Ray (a dead actor surfaces as ``UnavailableError``, so
 the monitored session re-creates the session and every hook sees
 ``after_create_session``, instead of running on a silently reset actor); closing a
-session kills its actor; a creation that fails kills the actor it started.
+session kills its actor; a creation that fails kills the actor it started. An actor
+class with ``state_dict`` and ``load_state_dict`` methods makes its sessions
+checkpointable: a checkpoint holds the actor's state, and a re-created actor is
+restored from it.
 """
 
 from __future__ import annotations
@@ -70,6 +73,17 @@ class RayActorSession:
             _kill(self.actor)
 
 
+class _CheckpointableActorSession(RayActorSession):
+    """A ``RayActorSession`` whose actor has ``state_dict`` / ``load_state_dict``: the
+    session's state is the actor's (one actor call each way)."""
+
+    async def state_dict(self) -> Any:
+        return await await_ref(self.actor.state_dict.remote(), f"{self!r}.state_dict()")
+
+    async def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        await await_ref(self.actor.load_state_dict.remote(dict(state)), f"{self!r}.load_state_dict()")
+
+
 class RayActorSessionCreator:
     """Creates a ``RayActorSession`` per session: a new actor of ``actor_cls`` each time.
 
@@ -77,7 +91,11 @@ class RayActorSessionCreator:
     decorated here); it is built with ``*args`` and ``**kwargs``. ``actor_options`` go
     to ``.options()`` (resources, scheduling, runtime env, ...); restarts and task
     retries are disabled and cannot be turned on. ``create_session`` waits until the
-    actor is up, so an error in its constructor is raised there.
+    actor is up, so an error in its constructor is raised there. If ``actor_cls``
+    has ``state_dict()`` and ``load_state_dict(state)`` methods, its sessions are
+    checkpointable (``hookrun.Checkpointable``): a checkpoint saver stores the
+    actor's state and a restoring creator (``MonitoredTrainingSession``,
+    ``ChiefSessionCreator``) loads it into each new actor.
 
     Ray already initialised in this process is used as it is. Otherwise a local Ray
     is started on 127.0.0.1 without a dashboard, and ``aclose()`` (or leaving
@@ -92,7 +110,12 @@ class RayActorSessionCreator:
         actor_options: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._cls = _actor_class(actor_cls, method)
+        self._cls, plain = _actor_class(actor_cls, method)
+        self._session_type = (
+            _CheckpointableActorSession
+            if all(callable(getattr(plain, name, None)) for name in ("state_dict", "load_state_dict"))
+            else RayActorSession
+        )
         self._label = _class_name(actor_cls)
         self._method = method
         self._options = _session_actor_options(actor_options)
@@ -116,7 +139,7 @@ class RayActorSessionCreator:
             _kill(actor)
             raise
         self.created += 1
-        return RayActorSession(actor, self._method, self._label)
+        return self._session_type(actor, self._method, self._label)
 
     async def aclose(self) -> None:
         """Shut down the local Ray this creator started, if it started one."""
@@ -134,7 +157,8 @@ class RayActorSessionCreator:
         await self.aclose()
 
 
-def _actor_class(actor_cls: object, method: str) -> ActorClass[Any]:
+def _actor_class(actor_cls: object, method: str) -> tuple[ActorClass[Any], object]:
+    """The remote class to instantiate, and the plain class it wraps."""
     if not isinstance(method, str) or not method.isidentifier():
         raise ValueError(f"RayActorSessionCreator: method must be a method name, got {method!r}")
     if isinstance(actor_cls, ActorClass):
@@ -152,7 +176,7 @@ def _actor_class(actor_cls: object, method: str) -> ActorClass[Any]:
             f"RayActorSessionCreator: {_class_name(actor_cls)} has no method {method!r} "
             "to run the session's steps (pass method=...)"
         )
-    return remote_cls
+    return remote_cls, plain
 
 
 def _session_actor_options(options: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -6,6 +6,9 @@ the value reaches the target: nothing polls, on either side, and cancelling the 
 cancels the parked call. Invariants: the value only changes through ``increment`` and
 ``set``; a counter actor that died surfaces as ``UnavailableError`` (never silently
 restarted at its initial value), and the next call joins or re-creates it.
+``recent()`` answers, without a round trip, with a value this counter read or wrote
+itself within ``max_staleness`` seconds (what a monitored session takes as a step's
+``run_context.global_step``); ``get()`` always asks the actor.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
+import time
 from types import TracebackType
 from typing import Any, cast
 
@@ -79,16 +84,38 @@ class RayStepCounter:
 
     If Ray is not initialised, first use starts a local Ray on 127.0.0.1 (without a
     dashboard), which ``aclose()`` shuts down again.
+
+    ``recent()`` is the value this counter last read or wrote (``get``,
+    ``increment``, ``set``) if that call was sent at most ``max_staleness`` seconds
+    ago, else ``None``. A monitored session uses it for each step's
+    ``run_context.global_step``, so a worker's step makes one round trip to the
+    counter (the increment), not two; steps that follow each other closely see the
+    value their previous step's increment returned. ``max_staleness=0`` makes every
+    step read the counter afresh.
     """
 
     def __init__(
-        self, name: str = "global_step", namespace: str | None = None, *, initial: int = 0
+        self,
+        name: str = "global_step",
+        namespace: str | None = None,
+        *,
+        initial: int = 0,
+        max_staleness: float = 0.05,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"RayStepCounter: name must be a non-empty string, got {name!r}")
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
             raise ValueError(f"RayStepCounter: namespace must be a non-empty string, got {namespace!r}")
         check_step_value("RayStepCounter(initial=...)", initial)
+        if (
+            isinstance(max_staleness, bool)
+            or not isinstance(max_staleness, (int, float))
+            or not math.isfinite(max_staleness)
+            or max_staleness < 0
+        ):
+            raise ValueError(f"RayStepCounter: max_staleness must be a finite number of seconds >= 0, got {max_staleness!r}")
+        self.max_staleness = float(max_staleness)
+        self._seen: tuple[int, float] | None = None  # (value, when the call that returned it was sent)
         self.name = name
         self.namespace = namespace or DEFAULT_NAMESPACE
         self.initial = initial
@@ -98,6 +125,13 @@ class RayStepCounter:
 
     def __repr__(self) -> str:
         return f"RayStepCounter({self.name!r}, namespace={self.namespace!r})"
+
+    def recent(self) -> int | None:
+        """The value last read or written by this counter, if sent within ``max_staleness`` seconds."""
+        seen = self._seen
+        if seen is None or time.monotonic() - seen[1] > self.max_staleness:
+            return None
+        return seen[0]
 
     async def get(self) -> int:
         return await self._call("get")
@@ -112,17 +146,17 @@ class RayStepCounter:
 
     async def wait_for(self, target: int) -> int:
         check_step_value("RayStepCounter.wait_for(target)", target)
-        return await self._call("wait_until", target)
+        return await self._call("wait_until", target, remember=False)  # woken late, maybe
 
     async def delete(self) -> None:
         """Kill the shared actor: the counter ends for every worker (once, at job end)."""
         actor = await self._join()
-        self._actor = None
+        self._actor, self._seen = None, None
         ray.kill(actor, no_restart=True)
 
     async def aclose(self) -> None:
         """Let go of the actor (it keeps running); shut down a Ray this counter started."""
-        self._actor = None
+        self._actor, self._seen = None, None
         await self._lease.release()
 
     async def __aenter__(self) -> RayStepCounter:
@@ -136,14 +170,18 @@ class RayStepCounter:
     ) -> None:
         await self.aclose()
 
-    async def _call(self, method: str, *args: int) -> int:
+    async def _call(self, method: str, *args: int, remember: bool = True) -> int:
         actor = self._actor or await self._join()
+        sent = time.monotonic()
         try:
             value: int = await await_ref(getattr(actor, method).remote(*args), repr(self))
         except UnavailableError:
+            self._seen = None
             if self._actor is actor:
                 self._actor = None  # the next call joins (or re-creates) the counter
             raise
+        if remember:
+            self._seen = (value, sent)
         return value
 
     async def _join(self) -> ActorHandle[Any]:
