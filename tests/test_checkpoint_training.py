@@ -257,6 +257,25 @@ async def test_chief_creator_restores_the_bound_hooks(tmp_path: Path) -> None:
     assert await session.global_step() == 6
 
 
+async def test_the_saver_saves_every_checkpointable_hook_of_its_session(tmp_path: Path) -> None:
+    """A CheckpointSaverHook told nothing saves the hooks of the session it is given to
+    (here StopAtStepHook's target), and the creator restores them: a num_steps=6 run
+    interrupted at step 4 and restarted stops at 6."""
+    for runs, expected in ((4, 4), (100, 2)):
+        stop = StopAtStepHook(num_steps=6)
+        saver = CheckpointSaverHook(tmp_path, save_steps=1)
+        async with MonitoredSession(ChiefSessionCreator(Model, tmp_path), [stop, saver]) as session:
+            steps = 0
+            while not session.should_stop() and steps < runs:
+                await session.run()
+                steps += 1
+        assert steps == expected
+        saved = await Checkpointer(tmp_path).restore()
+        assert saved is not None
+        assert set(saved.state["hooks"]) == {"StopAtStepHook"}
+    assert await session.global_step() == 6
+
+
 async def test_recovery_restores_the_step_counter_without_passing_it(tmp_path: Path) -> None:
     """An AbortedError after step 3, with the last checkpoint at step 2: the re-created
     session is restored to step 2 (counter and session), and the run goes on from there."""

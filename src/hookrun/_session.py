@@ -164,10 +164,12 @@ class _MonitoredSessionBase(Stepping):
         #: Why there is no session (BROKEN): the error re-creating it failed with, if any.
         self._broken: BaseException | None = None
         self._on_stop = self._set_hook_stop
-        # A creator that restores into the session (ChiefSessionCreator) learns its hooks and counter.
-        bind = getattr(session_creator, "bind_session", None)
-        if bind is not None:
-            bind(self.hooks, self._counter)
+        # A creator that restores into the session (ChiefSessionCreator) and a hook that
+        # saves it (CheckpointSaverHook) learn its hooks and counter.
+        for party in (session_creator, *self.hooks):
+            bind = getattr(party, "bind_session", None)
+            if bind is not None:
+                bind(self.hooks, self._counter)
 
     def __repr__(self) -> str:
         names = ", ".join(hook_name(hook) for hook in self.hooks)
@@ -573,8 +575,9 @@ class MonitoredSession(_MonitoredSessionBase):
     """Drives a session step by step with hooks, a coordinator and recovery.
 
     ``session_creator`` is an object with ``async create_session()`` or an async
-    factory; one that also has ``bind_session(hooks, step_counter)`` (a
-    ``ChiefSessionCreator``) is told this session's hooks and step counter here. Errors of the recoverable types (``AbortedError``,
+    factory; a creator or hook that also has ``bind_session(hooks, step_counter)`` (a
+    ``ChiefSessionCreator``, a ``CheckpointSaverHook``) is told this session's hooks
+    and step counter here. Errors of the recoverable types (``AbortedError``,
     ``UnavailableError`` and ``recoverable``) re-create the session and re-run
     the whole call, following ``retry``. ``statistics`` (on by default) keeps
     what :meth:`statistics` returns: ``False`` or a ``StatisticsOptions``.

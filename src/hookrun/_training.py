@@ -133,12 +133,11 @@ class MonitoredTrainingSession(MonitoredSession):
             all_hooks = user_hooks
         else:
             chief_hooks = list(chief_only_hooks)
-            tracked = [*chief_hooks, *user_hooks, *extra]
             all_hooks = [
                 *chief_hooks,
                 *_summary_hooks(summary_dir, checkpoint_dir, summary_writer, log_step_count_steps,
                                 sum_secs, sum_steps, summary_scalars),
-                *_checkpoint_hooks(checkpointer, ckpt_secs, ckpt_steps, tracked),
+                *_checkpoint_hooks(checkpointer, ckpt_secs, ckpt_steps, extra),
                 *user_hooks,
             ]
             # The session binds the creator to its hooks and step counter; the extra
@@ -194,10 +193,11 @@ def _enabled(value: int | None) -> bool:
 
 
 def _checkpoint_hooks(
-    checkpointer: Checkpointer | None, secs: float | None, steps: int | None, tracked: list[object]
+    checkpointer: Checkpointer | None, secs: float | None, steps: int | None, extra: list[object]
 ) -> list[object]:
+    """The saver: the session binds it to its hooks; ``extra`` are the checkpointables that are not hooks."""
     if checkpointer is None or (secs is None and steps is None):
         return []
     from .hooks import CheckpointSaverHook
 
-    return [CheckpointSaverHook(save_secs=secs, save_steps=steps, checkpointer=checkpointer, checkpointables=tracked)]
+    return [CheckpointSaverHook(save_secs=secs, save_steps=steps, checkpointer=checkpointer, checkpointables=extra)]

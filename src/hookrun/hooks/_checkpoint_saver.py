@@ -18,7 +18,7 @@ session closes.
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -53,8 +53,10 @@ class CheckpointSaverListener:
 
 
 class CheckpointSaverHook(SessionRunHook):
-    """Saves checkpoints of the global step, the session's state (if it has ``state_dict``)
-    and every checkpointable object in ``checkpointables`` (usually the hooks).
+    """Saves checkpoints of the global step, the session's state (if it has ``state_dict``),
+    every checkpointable hook of the monitored session it is given to, and every
+    checkpointable object in ``checkpointables`` (objects that are not hooks): the
+    objects a ``ChiefSessionCreator`` given the same ``checkpointables`` restores.
 
     Exactly one of ``save_secs`` / ``save_steps`` (TensorFlow's messages). Files
     go to ``checkpoint_dir`` as ``<checkpoint_basename>-<step>`` through a
@@ -95,6 +97,7 @@ class CheckpointSaverHook(SessionRunHook):
                     f"CheckpointSaverHook: listener {listener!r} has none of {', '.join(_LISTENER_METHODS)}"
                 )
         self._sources = tuple(checkpointables)
+        self._hooks: tuple[object, ...] = ()  # the monitored session's (``bind_session``)
         self._objects: dict[str, object] = {}
         self._request = None if monitor is None else SessionRunArgs(monitor)
         self._metric: float | None = None
@@ -105,10 +108,17 @@ class CheckpointSaverHook(SessionRunHook):
     def __repr__(self) -> str:
         return f"CheckpointSaverHook({self.checkpointer.directory!r}, {self._timer!r})"
 
+    def bind_session(self, hooks: Sequence[object], step_counter: object) -> None:
+        """Called once by the monitored session this hook is given to: its ``hooks`` are
+        saved with every checkpoint, before ``checkpointables`` (the order, and so the
+        keys, a ``ChiefSessionCreator`` restores them by)."""
+        self._hooks = tuple(hooks)
+
     async def begin(self) -> None:
         """Restart the timer, find the checkpointable objects, call every listener's ``begin``."""
         self._timer.reset()
-        self._objects = {key: obj for key, obj in checkpointables(self._sources).items() if obj is not self}
+        sources = (*self._hooks, *self._sources)
+        self._objects = {key: obj for key, obj in checkpointables(sources).items() if obj is not self}
         for listener in self._listeners:
             await _notify(listener, "begin")
 
