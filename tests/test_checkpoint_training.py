@@ -249,11 +249,7 @@ async def test_chief_creator_restores_the_bound_hooks(tmp_path: Path) -> None:
         stop = StopAtStepHook(num_steps=6)
         saver = CheckpointSaverHook(tmp_path, save_steps=1, checkpointables=[stop])
         async with MonitoredSession(ChiefSessionCreator(Model, tmp_path), [stop, saver]) as session:
-            steps = 0
-            while not session.should_stop() and steps < runs:
-                await session.run()
-                steps += 1
-        assert steps == expected
+            assert await run_until_stop(session, limit=runs) == expected
     assert await session.global_step() == 6
 
 
@@ -265,11 +261,7 @@ async def test_the_saver_saves_every_checkpointable_hook_of_its_session(tmp_path
         stop = StopAtStepHook(num_steps=6)
         saver = CheckpointSaverHook(tmp_path, save_steps=1)
         async with MonitoredSession(ChiefSessionCreator(Model, tmp_path), [stop, saver]) as session:
-            steps = 0
-            while not session.should_stop() and steps < runs:
-                await session.run()
-                steps += 1
-        assert steps == expected
+            assert await run_until_stop(session, limit=runs) == expected
         saved = await Checkpointer(tmp_path).restore()
         assert saved is not None
         assert set(saved.state["hooks"]) == {"StopAtStepHook"}
