@@ -470,3 +470,22 @@ async def test_a_restored_checkpoint_is_not_written_again(tmp_path: Path) -> Non
     before = checkpointer.all()
     async with MonitoredTrainingSession(Model, checkpointer=checkpointer, save_checkpoint_steps=1) as session:
         assert checkpointer.all() == before
+
+
+async def create_model() -> Model:
+    return Model()
+
+
+def test_an_async_bind_session_is_a_clear_error() -> None:
+    """bind_session is called synchronously when the session is constructed: one written
+    with async def is a TypeError naming it, not a coroutine that is never awaited."""
+
+    class AsyncBinder(hookrun.SessionRunHook):
+        async def bind_session(self, hooks: object, step_counter: object) -> None:
+            raise AssertionError("never run")
+
+        def begin(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match=r"AsyncBinder\.bind_session returned an awaitable"):
+        MonitoredSession(create_model, [AsyncBinder()])

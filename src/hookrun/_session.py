@@ -29,6 +29,7 @@ The step bodies are in ``_stepping.py``.
 from __future__ import annotations
 
 import enum
+import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -168,8 +169,14 @@ class _MonitoredSessionBase(Stepping):
         # saves it (CheckpointSaverHook) learn its hooks and counter.
         for party in (session_creator, *self.hooks):
             bind = getattr(party, "bind_session", None)
-            if bind is not None:
-                bind(self.hooks, self._counter)
+            bound = None if bind is None else bind(self.hooks, self._counter)
+            if inspect.isawaitable(bound):
+                if inspect.iscoroutine(bound):
+                    bound.close()
+                raise TypeError(
+                    f"{type(party).__name__}.bind_session returned an awaitable: it is called once, "
+                    "synchronously, when the monitored session is constructed; make it a plain method"
+                )
 
     def __repr__(self) -> str:
         names = ", ".join(hook_name(hook) for hook in self.hooks)
