@@ -144,8 +144,7 @@ class Dispatcher:
         if not plan.cancellable:  # the suspended call is the last one
             return self._finish_alone(plan, args, results, started)
         if scope is None:
-            started.coro.close()
-            started.owner.close()  # nothing will drive it: close both now
+            started.owner.close()  # nothing will drive it (closing the owner closes the call it awaits)
             raise RuntimeError(f"hookrun: the {plan.phase} phase was started without a cancel scope")
         return self._finish_with_workers(plan, args, results, started, scope)
 

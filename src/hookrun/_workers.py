@@ -124,26 +124,23 @@ class PhaseRun:
         if not self.stopping:
             self.stop()
 
-    def stop(self) -> None:
-        """Cancel every call still running: the workers running a share, and the calling
-        task's hook if it is driving one. A worker woken but not running yet is left
-        alone: it finds the phase stopping, starts nothing and parks again."""
+    def stop(self, *, caller: bool = True) -> None:
+        """Cancel every call still running: the workers running a share, and (``caller``)
+        the calling task's hook if it is driving one. A worker woken but not running yet
+        is left alone: it finds the phase stopping, starts nothing and parks again."""
         self.stopping = True
         for worker in self.active:
             if worker.running:
                 worker.cancelled = True
                 worker.scope.cancel()
-        if self.driving:
+        if caller and self.driving:
             self.scope.cancel()
 
     def interrupt(self) -> None:
         """A worker was cancelled from outside the phase: stop the other workers, not the
         calling task's hook (the same cancellation reaches it if it is inside that scope)."""
-        self.interrupted = self.stopping = True
-        for worker in self.active:
-            if worker.running:
-                worker.cancelled = True
-                worker.scope.cancel()
+        self.interrupted = True
+        self.stop(caller=False)
 
     def worker_done(self, worker: _Worker) -> None:
         """A worker finished (or will never start) its share; idempotent."""

@@ -27,6 +27,7 @@ from ray.actor import ActorHandle
 
 from .._errors import UnavailableError
 from .._step import check_step_value
+from .._validate import check_seconds
 from ._errors import await_ref
 from ._runtime import RayLease
 
@@ -107,13 +108,9 @@ class RayStepCounter:
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
             raise ValueError(f"RayStepCounter: namespace must be a non-empty string, got {namespace!r}")
         check_step_value("RayStepCounter(initial=...)", initial)
-        if (
-            isinstance(max_staleness, bool)
-            or not isinstance(max_staleness, (int, float))
-            or not math.isfinite(max_staleness)
-            or max_staleness < 0
-        ):
-            raise ValueError(f"RayStepCounter: max_staleness must be a finite number of seconds >= 0, got {max_staleness!r}")
+        check_seconds("RayStepCounter: max_staleness", max_staleness, allow_zero=True)
+        if not math.isfinite(max_staleness):
+            raise ValueError(f"RayStepCounter: max_staleness must be a finite number of seconds, got {max_staleness!r}")
         self.max_staleness = float(max_staleness)
         self._seen: tuple[int, float] | None = None  # (value, when the call that returned it was sent)
         self.name = name
