@@ -68,7 +68,7 @@ class PhasePlan:
     cancelled, so a wrong guess costs a wake-up, not correctness.
     """
 
-    __slots__ = ("calls", "cancellable", "n_async", "phase", "runs", "waiters")
+    __slots__ = ("calls", "cancellable", "lone", "n_async", "phase", "plain", "runs", "waiters")
 
     def __init__(self, phase: str, calls: Sequence[Call]) -> None:
         self.phase = phase
@@ -83,6 +83,10 @@ class PhasePlan:
         #: so that running the phase needs a cancel scope around the calling task.
         first_async = next((p for p, call in enumerate(self.calls) if call.is_async), len(self.calls))
         self.cancellable = first_async < len(self.calls) - 1
+        #: The two shapes of phase the step starts without the dispatcher (``_start.py``):
+        #: every call a plain function (their functions), or one async call (its function).
+        self.plain = tuple(call.fn for call in self.calls) if self.calls and not self.n_async else None
+        self.lone = self.calls[0].fn if len(self.calls) == 1 and self.n_async else None
         #: Per position: ``(is_async, functions)``, the functions of the calls from there up
         #: to the next call of the other kind (or the end), which are started in one loop.
         runs: list[tuple[bool, tuple[Callable[..., Any], ...]]] = []

@@ -6,6 +6,17 @@ them); a step either returns the caller's results or raises.
 plans, the dispatcher, the counter and the current raw session from it. A step whose
 phases may need cancelling (a phase with several async hooks) runs under one cancel
 scope, entered once for both phases (see ``_dispatch.py``).
+
+How a step starts a phase, by the phase's plan (an untraced step; a traced one always
+goes through the dispatcher, which records every call's span):
+
+======================================  ==================================================
+the phase                               started by
+======================================  ==================================================
+plain functions only (``plan.plain``)   ``call_plain``: called in turn, here
+one async call (``plan.lone``)          ``start_one``, then ``drive`` if it suspended
+anything else                           ``Dispatcher.start`` (``_dispatch.py``)
+======================================  ==================================================
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from ._errors import DeadlineExceededError
 from ._hooks import RunMetadata, RunOptions, SessionRunContext, SessionRunValues, TimingRecord
 from ._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
 from ._sessions import check_values
+from ._start import Suspended, call_plain, drive, start_one
 from ._step import step_at_start
 
 if TYPE_CHECKING:
@@ -169,7 +181,12 @@ class Stepping:
         try:
             trace = metadata.timings if merged.trace or self._time_before_run else None
             requests: Sequence[Any] = ()
-            if before.calls:
+            if trace is None and before.plain is not None:  # plain functions only
+                requests = call_plain(before, ctx)
+            elif trace is None and before.lone is not None:  # one async call
+                request = start_one(before.lone, ctx)
+                requests = [request if type(request) is not Suspended else await drive(request)]
+            elif before.calls:
                 starting = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
                 requests = starting if type(starting) is list else await starting  # type: ignore[misc]
             where = "run"
@@ -194,14 +211,22 @@ class Stepping:
             after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
             where = "after_run"
             if after.calls:
-                if shapes is None:  # no hook fetched anything: they all get the same values
-                    nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
-                    args = [(ctx, nothing)] * len(after.calls)
+                nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
+                if shapes is None and after.plain is not None and not merged.trace:
+                    call_plain(after, ctx, nothing)  # plain functions only, none fetched anything
                 else:
-                    args = _after_run_args(after.calls, ctx, shapes, values, merged, metadata, after_step)
-                finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
-                if type(finishing) is not list:
-                    await finishing  # type: ignore[misc]
+                    args = (  # each call's (run_context, run_values)
+                        [(ctx, nothing)] * len(after.calls) if shapes is None
+                        else _after_run_args(after.calls, ctx, shapes, values, nothing)
+                    )
+                    if after.lone is not None and not merged.trace:  # one async call
+                        done = start_one(after.lone, *args[0])
+                        if type(done) is Suspended:
+                            await drive(done)
+                    else:
+                        finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
+                        if type(finishing) is not list:
+                            await finishing  # type: ignore[misc]
         except BaseException as exc:
             stats.failed(where, exc)
             if sampled:
@@ -227,11 +252,11 @@ class Stepping:
 
 def _after_run_args(
     calls: Sequence[Call], ctx: SessionRunContext, shapes: dict[int, Any], values: Sequence[Any],
-    options: RunOptions, metadata: RunMetadata, step: int,
+    nothing: SessionRunValues,
 ) -> list[tuple[Any, ...]]:
     """Each after_run call's ``(run_context, run_values)``: exactly the structure its hook
-    fetched (``results`` None if it fetched nothing)."""
-    nothing = _new_tuple(SessionRunValues, (None, options, metadata, step))
+    fetched, or ``nothing`` (``results`` None) if it fetched nothing."""
+    _, options, metadata, step = nothing
     return [
         (ctx, nothing if call.index not in shapes else _new_tuple(
             SessionRunValues, (_nest.pack(shapes[call.index], values), options, metadata, step)
