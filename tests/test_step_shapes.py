@@ -15,7 +15,13 @@ import anyio.lowlevel
 import pytest
 
 import hookrun
-from hookrun import HookTimeoutError, RunOptions, SessionRunArgs, SessionRunContext, SessionRunValues
+from hookrun import (
+    HookTimeoutError,
+    RunOptions,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunValues,
+)
 from hookrun.testing import ScriptedCreator
 
 pytestmark = pytest.mark.anyio
@@ -34,7 +40,8 @@ class LoneHook:
     """One async method, ``phase``; quiet until armed, then behaves as ``kind``."""
 
     def __init__(self, phase: str, kind: str) -> None:
-        self.kind, self.armed, self.log = kind, False, []
+        self.kind, self.armed = kind, False
+        self.log: list[tuple[str, Any]] = []
         self.name = f"{kind}_hook"
         self.calls = 0
         setattr(self, phase, self._before_run if phase == "before_run" else self._after_run)
