@@ -21,11 +21,12 @@ Two ways to start async calls, one loop (``start_calls``):
 Two shapes of phase are so common that the step starts them itself, without the
 dispatcher's bookkeeping (results slots, positions, ``Failed``): ``call_plain`` for a
 phase of plain functions only (most built-in hooks), ``start_one`` for a phase of one
-async call. Nothing can suspend beside such a call, so there is nothing to cancel and
-no worker to start. They are the only copies of ``start_calls``'s two inner steps, and
-they pay for it: measured on the hot step loop, ``call_plain`` takes 40 % off a step
-with one plain hook (1.34 to 0.80 us over a step without hooks) and ``start_one`` 30 %
-off a step with one async hook (2.15 to 1.52 us).
+async call (the function ``start_calls`` starts every lone async call with). Nothing
+can suspend beside such a call, so there is nothing to cancel and no worker to start.
+``call_plain`` is the one copy of ``start_calls``'s loop over plain functions, and it
+pays for it: measured on the hot step loop, it takes 40 % off a step with one plain
+hook (1.34 to 0.80 us over a step without hooks); starting one async call from the
+step takes 30 % off a step with one async hook (2.15 to 1.52 us).
 
 Contexts: every async call must start in a context equal to the caller's, never
 seeing what an earlier call set. A copy and a ``Context.run`` per call cost a third
@@ -99,17 +100,18 @@ def call_plain(plan: PhasePlan, *args: Any) -> list[Any]:
     return results
 
 
-def start_one(fn: Callable[..., Any], *args: Any) -> Any:
-    """Start a phase's one async call (``plan.lone``) in place, in a copy of the current
-    context: its result if it finished, else a ``Suspended`` to ``drive`` to its end. An
-    error it raises before suspending propagates from here."""
+def start_one(fn: Callable[..., Any], args: tuple[Any, ...], position: int = 0) -> Any:
+    """Start one async call (a phase's only one, ``plan.lone``, or the call at ``position``)
+    in place, with ``send``, in a copy of the current context: its result if it finished,
+    else a ``Suspended`` to ``drive`` to its end. An error it raises before suspending
+    propagates from here."""
     context = copy_context()
     coro = fn(*args)
     try:
         yielded = context.run(coro.send, None)
     except StopIteration as stop:
         return stop.value
-    return _new_tuple(Suspended, (0, coro, context, yielded, coro))
+    return _new_tuple(Suspended, (position, coro, context, yielded, coro))
 
 
 def start_calls(
@@ -139,17 +141,15 @@ def start_calls(
                 position += 1
             continue
         if not batch or len(fns) == 1:  # one call: started with ``send`` itself
-            context = copy_context()
             try:
-                owner = fns[0](*args[position])
-                yielded = context.run(owner.send, None)
-            except StopIteration as stop:
-                results[position] = stop.value
-                position += 1
-                continue
+                started = start_one(fns[0], args[position], position)
             except Exception as exc:
                 return Failed(position, exc)
-            return _new_tuple(Suspended, (position, owner, context, yielded, owner))
+            if type(started) is Suspended:
+                return started
+            results[position] = started
+            position += 1
+            continue
         base = copy_context()
         context = base.copy()
         owner = _start_async(fns, args, results, position, context, base)

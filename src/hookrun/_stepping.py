@@ -184,7 +184,7 @@ class Stepping:
             if trace is None and before.plain is not None:  # plain functions only
                 requests = call_plain(before, ctx)
             elif trace is None and before.lone is not None:  # one async call
-                request = start_one(before.lone, ctx)
+                request = start_one(before.lone, (ctx,))
                 requests = [request if type(request) is not Suspended else await drive(request)]
             elif before.calls:
                 starting = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
@@ -220,7 +220,7 @@ class Stepping:
                         else _after_run_args(after.calls, ctx, shapes, values, nothing)
                     )
                     if after.lone is not None and not merged.trace:  # one async call
-                        done = start_one(after.lone, *args[0])
+                        done = start_one(after.lone, args[0])
                         if type(done) is Suspended:
                             await drive(done)
                     else:
