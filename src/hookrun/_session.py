@@ -60,6 +60,7 @@ from ._validate import (
     creator_function,
     exception_types,
     hook_list,
+    refuse_awaitable,
 )
 
 __all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
@@ -171,11 +172,10 @@ class _MonitoredSessionBase(Stepping):
             bind = getattr(party, "bind_session", None)
             bound = None if bind is None else bind(self.hooks, self._counter)
             if inspect.isawaitable(bound):
-                if inspect.iscoroutine(bound):
-                    bound.close()
-                raise TypeError(
+                refuse_awaitable(
+                    bound,
                     f"{type(party).__name__}.bind_session returned an awaitable: it is called once, "
-                    "synchronously, when the monitored session is constructed; make it a plain method"
+                    "synchronously, when the monitored session is constructed; make it a plain method",
                 )
 
     def __repr__(self) -> str:

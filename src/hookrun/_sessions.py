@@ -16,6 +16,7 @@ import anyio
 
 from . import _nest
 from ._hooks import RunMetadata, RunOptions
+from ._validate import refuse_awaitable
 
 __all__ = ["Session", "SessionCreator", "StepSession", "fetch"]
 
@@ -71,12 +72,7 @@ class StepSession:
         """Call a plain step function (in a worker thread); it must not return an awaitable."""
         produced = self.step_fn(feed_dict)
         if inspect.isawaitable(produced):
-            if inspect.iscoroutine(produced):
-                produced.close()
-            raise TypeError(
-                f"{self!r}: step_fn is a plain function but returned an awaitable; "
-                "declare it with 'async def'"
-            )
+            refuse_awaitable(produced, f"{self!r}: step_fn is a plain function but returned an awaitable; declare it with 'async def'")
         return produced
 
     async def run(

@@ -50,6 +50,7 @@ from typing import Any, NamedTuple
 
 from ._hooks import SessionRunArgs
 from ._plan import Call, PhasePlan
+from ._validate import refuse_awaitable
 
 __all__ = ["PENDING", "Failed", "Suspended", "call_plain", "check_plain_result", "drive", "start_calls", "start_one"]
 
@@ -213,9 +214,7 @@ def drive(started: Suspended) -> Generator[Any, Any, Any]:
 def check_plain_result(call: Call, result: object) -> None:
     """A plain-function hook must not return an awaitable (nothing would ever await it)."""
     if inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()
-        raise TypeError(
-            f"hook {call.name}: {call.phase} is a plain function but returned an "
-            f"awaitable; declare it with 'async def'"
+        refuse_awaitable(
+            result,
+            f"hook {call.name}: {call.phase} is a plain function but returned an awaitable; declare it with 'async def'",
         )

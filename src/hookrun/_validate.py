@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from ._plan import is_async_callable
 from ._step import LocalStepCounter, StepCounter
@@ -18,6 +18,7 @@ __all__ = [
     "creator_function",
     "exception_types",
     "hook_list",
+    "refuse_awaitable",
 ]
 
 def creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
@@ -117,3 +118,12 @@ def check_step_fn(step_fn: object) -> None:
             "`step_fn` may either have one `step_context` argument, or `self` and "
             f"`step_context` arguments if it's an instance method. Got {names} instead."
         )
+
+
+def refuse_awaitable(value: object, message: str) -> NoReturn:
+    """Raise ``TypeError(message)`` for ``value``, an awaitable where a plain result was due
+    (nothing would ever await it); a coroutine is closed first, so no "never awaited"
+    warning follows the error."""
+    if inspect.iscoroutine(value):
+        value.close()
+    raise TypeError(message)
