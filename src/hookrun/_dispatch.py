@@ -4,8 +4,9 @@ The plan of each phase is fixed when the hooks are frozen (``_plan.py``). Every
 phase starts the same way: its calls are started in place, in list order, by the
 calling task (``start_calls`` in ``_start.py``); a call that finishes without
 suspending costs no task. (A step starts the two simplest shapes of phase itself,
-with the same semantics: plain functions only with ``call_plain``, one async call
-with ``start_one`` and ``drive``.) What happens next depends only on what the calls do:
+with the same semantics: plain functions only with ``call_before`` / ``call_after``,
+one async call with ``start_one`` and ``drive``.) What happens next depends only on
+what the calls do:
 
 ===============================================  ===========================================
 what happened                                     who finishes the phase
