@@ -125,25 +125,30 @@ class RunMetadata:
     store anything they like in ``data``. Both are created on first use.
     """
 
+    # No __init__: one is made per step, and an unset slot is what "not used yet" means
+    # (building one costs half as much as with an __init__ setting both to None).
     __slots__ = ("_data", "_timings")
 
-    def __init__(self) -> None:
-        self._timings: list[TimingRecord] | None = None
-        self._data: dict[str, object] | None = None
+    _timings: list[TimingRecord]
+    _data: dict[str, object]
 
     @property
     def timings(self) -> list[TimingRecord]:
         """The traced intervals of the step."""
-        if self._timings is None:
+        try:
+            return self._timings
+        except AttributeError:
             self._timings = []
-        return self._timings
+            return self._timings
 
     @property
     def data(self) -> dict[str, object]:
         """Anything a session or hook wants to pass along with the step."""
-        if self._data is None:
+        try:
+            return self._data
+        except AttributeError:
             self._data = {}
-        return self._data
+            return self._data
 
     def __repr__(self) -> str:
         return f"RunMetadata(timings={len(self.timings)} records, data={self.data!r})"

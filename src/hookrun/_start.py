@@ -92,17 +92,23 @@ class Failed(NamedTuple):
     error: Exception
 
 
-def call_before(plan: PhasePlan, run_context: Any) -> list[Any]:
+def call_before(plan: PhasePlan, run_context: Any) -> list[Any] | None:
     """Call every ``before_run`` of a phase of plain functions (``plan.plain``) in list
-    order and return their results. The first call that raises ends the phase with its
-    error; no later call is made."""
-    results: list[Any] = []
+    order: their results, or ``None`` when every call returned ``None`` (the common case
+    costs no list). The first call that raises ends the phase with its error; no later
+    call is made."""
+    requests: list[Any] | None = None
+    position = 0
     for fn in plan.plain:  # type: ignore[union-attr]
-        result = fn(run_context)
-        if result is not None and type(result) is not SessionRunArgs:
-            check_plain_result(plan.calls[len(results)], result)
-        results.append(result)
-    return results
+        request = fn(run_context)
+        if request is not None:
+            if type(request) is not SessionRunArgs:
+                check_plain_result(plan.calls[position], request)
+            if requests is None:
+                requests = [None] * len(plan.calls)
+            requests[position] = request
+        position += 1  # noqa: SIM113  # enumerate() costs 50 ns more on a one-hook phase
+    return requests
 
 
 def call_after(plan: PhasePlan, run_context: Any, run_values: Any) -> None:

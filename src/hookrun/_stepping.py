@@ -182,17 +182,19 @@ class Stepping:
         run_seconds: float | None = None
         try:
             trace = metadata.timings if merged.trace or self._time_before_run else None
-            requests: Sequence[Any] = ()
+            requests: Sequence[Any] | None = None
             if trace is None and before.plain is not None:  # plain functions only
                 requests = call_before(before, ctx)
             elif trace is None and before.lone is not None:  # one async call
                 request = start_one(before.lone, (ctx,))
-                requests = [request if type(request) is not Suspended else await drive(request)]
+                if type(request) is Suspended:
+                    request = await drive(request)
+                requests = None if request is None else [request]
             elif before.calls:
                 starting = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
                 requests = starting if type(starting) is list else await starting  # type: ignore[misc]
             where = "run"
-            if requests and requests.count(None) != len(requests):
+            if requests is not None and requests.count(None) != len(requests):
                 keys, shape, shapes, feeds, merged = self._gather(fetches, feed_dict, merged, requests)
             else:  # no hook asked for anything
                 keys, shapes, feeds = [], None, feed_dict
@@ -206,7 +208,7 @@ class Stepping:
             except KeyError as exc:  # a missing fetch: say which party asked for it
                 from ._diagnose import note_missing_fetch  # the error path only
 
-                note_missing_fetch(exc, fetches, self._before.calls, requests)
+                note_missing_fetch(exc, fetches, self._before.calls, requests or ())
                 raise
             if sampled:
                 run_seconds = clock() - run_started
@@ -216,21 +218,20 @@ class Stepping:
             where = "after_run"
             if after.calls:
                 nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
-                if shapes is None and after.plain is not None and not merged.trace:
+                if after.lone is not None and not merged.trace:  # one async call
+                    done = start_one(
+                        after.lone,
+                        (ctx, nothing) if shapes is None else _after_run_args(after.calls, ctx, shapes, values, nothing)[0],
+                    )
+                    if type(done) is Suspended:
+                        await drive(done)
+                elif after.plain is not None and shapes is None and not merged.trace:
                     call_after(after, ctx, nothing)  # plain functions only, none fetched anything
                 else:
-                    args = (  # each call's (run_context, run_values)
-                        [(ctx, nothing)] * len(after.calls) if shapes is None
-                        else _after_run_args(after.calls, ctx, shapes, values, nothing)
-                    )
-                    if after.lone is not None and not merged.trace:  # one async call
-                        done = start_one(after.lone, args[0])
-                        if type(done) is Suspended:
-                            await drive(done)
-                    else:
-                        finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
-                        if type(finishing) is not list:
-                            await finishing  # type: ignore[misc]
+                    args = _after_run_args(after.calls, ctx, shapes, values, nothing)
+                    finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
+                    if type(finishing) is not list:
+                        await finishing  # type: ignore[misc]
         except BaseException as exc:
             stats.failed(where, exc)
             if sampled:
@@ -255,11 +256,14 @@ class Stepping:
 
 
 def _after_run_args(
-    calls: Sequence[Call], ctx: SessionRunContext, shapes: dict[int, Any], values: Sequence[Any],
+    calls: Sequence[Call], ctx: SessionRunContext, shapes: dict[int, Any] | None, values: Sequence[Any],
     nothing: SessionRunValues,
 ) -> list[tuple[Any, ...]]:
     """Each after_run call's ``(run_context, run_values)``: exactly the structure its hook
-    fetched, or ``nothing`` (``results`` None) if it fetched nothing."""
+    fetched, or ``nothing`` (``results`` None) if it fetched nothing (``shapes``: each
+    fetching hook's structure by hook index; ``None`` when no hook fetched anything)."""
+    if shapes is None:
+        return [(ctx, nothing)] * len(calls)
     _, options, metadata, step = nothing
     return [
         (ctx, nothing if call.index not in shapes else _new_tuple(
