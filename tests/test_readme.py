@@ -70,7 +70,10 @@ def test_the_coverage_report_is_a_branch_coverage_floor_on_the_runtime_core() ->
     assert coverage["run"] == {"branch": True, "source": ["hookrun"]}
     report = coverage["report"]
     assert report["fail_under"] == 95 and report["show_missing"] and report["skip_covered"]
-    core = {"_dispatch", "_start", "_workers", "_failures", "_plan", "_wake", "_session", "_stepping"}
+    core = {
+        "_dispatch", "_start", "_workers", "_failures", "_plan", "_wake",
+        "_session", "_lifecycle", "_recovering", "_state", "_stepping",
+    }
     assert set(report["include"]) == {f"*/hookrun/{name}.py" for name in core}
     for pattern in report["include"]:
         assert (ROOT / "src" / "hookrun" / pattern.rsplit("/", 1)[1]).is_file(), pattern

@@ -1,4 +1,19 @@
-"""``MonitoredSession`` and friends: every state change of a monitored session happens here.
+"""``MonitoredSession`` and ``SingularMonitoredSession``: the public classes, their
+constructor and accessors, and the entry points of a step (``run``, ``iterate``,
+``run_step_fn``, behind ``_admit``, the one check before a step starts).
+
+A monitored session is one class made of mixins, one concept per module:
+
+====================  ================================================================
+module                owns
+====================  ================================================================
+``_session.py``       the public classes, the constructor, starting a step, stopping
+``_lifecycle.py``     ``Lifecycle``: entering (``begin``, the first session) and
+                      closing (``end``, the coordinator, the session, the task group)
+``_recovering.py``    ``Recovering``: creating a session; replacing a failed one
+``_stepping.py``      ``Stepping``: the step bodies (no state changes)
+``_state.py``         ``State``, the states below
+====================  ================================================================
 
 =============  ====================================================================
 state          meaning
@@ -17,44 +32,43 @@ the moment a step fails with a recoverable error, before anything is awaited, so
 recovery that is interrupted (cancelled) is resumed by the next ``run()``;
 RECOVERING → BROKEN when the failed session is closed; BROKEN → OPEN once a new
 session is created (``_recover`` is the only way back); any state → CLOSED.
+``_lifecycle.py`` makes the first and the last of these changes, ``_recovering.py``
+the ones in between.
 Orthogonal to the state: ``_busy`` (a step is running) and ``_hook_stop`` (a hook
 requested stop: sticky). ``_admit`` is the one check of ``run`` and ``run_step_fn``.
 
 Invariants: begin runs once; every created session and coordinator is closed
 exactly once; after_run runs only after a successful session run; a hook stop
 request is sticky at once; the session task group outlives every task it holds.
-The step bodies are in ``_stepping.py``.
 """
 
 from __future__ import annotations
 
-import enum
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
-
-import anyio
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-from ._coordinator import Coordinator, close_hosted, open_hosted
+from ._coordinator import Coordinator
 from ._dispatch import Dispatcher
-from ._errors import CLEAN_STOP_TYPES, RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
+from ._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
 from ._hooks import RunMetadata, RunOptions, check_feed_dict
 from ._iterate import StepIterator, check_feeds
-from ._log import log_warning
+from ._lifecycle import Lifecycle
 from ._merge import FetchLayout
 from ._plan import hook_name
-from ._recovery import RetryBudget, RetryPolicy
+from ._recovering import Recovering
+from ._recovery import RetryPolicy
+from ._state import STEPPABLE as _STEPPABLE
+from ._state import State
 from ._statistics import Collector, StatisticsOptions, statistics_options
 from ._statistics_record import SessionStatistics
 from ._step import LocalStepCounter, StepCounter
 from ._stepping import Stepping, step_context_hooks
 from ._validate import (
     check_seconds,
-    check_session,
     check_step_counter,
     check_step_fn,
     creator_function,
@@ -68,19 +82,6 @@ __all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
 
 T = TypeVar("T")
 
-
-class State(enum.Enum):
-    """The states of a monitored session (see the module docstring)."""
-
-    NEW = "new"
-    OPEN = "open"
-    RECOVERING = "recovering"
-    BROKEN = "broken"
-    CLOSED = "closed"
-
-
-#: States in which a step may start (RECOVERING and BROKEN: after recovering first).
-_STEPPABLE = frozenset({State.OPEN, State.RECOVERING, State.BROKEN})
 _OPEN = State.OPEN  # read on every step: a module global is cheaper than an enum attribute
 
 
@@ -111,7 +112,7 @@ class StepContext:
         self._owner._set_hook_stop()
 
 
-class _MonitoredSessionBase(Stepping):
+class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
     #: Whether recoverable errors re-create the session (MonitoredSession) or propagate.
     _recovers = False
 
@@ -216,239 +217,6 @@ class _MonitoredSessionBase(Stepping):
         """The global step for log lines, when it can be read without awaiting."""
         return self._local.value if self._local is not None else None
 
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def __enter__(self) -> None:
-        raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
-
-    def __exit__(self, *exc_info: object) -> None:  # never reached: __enter__ refuses
-        raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
-
-    async def __aenter__(self: T) -> T:
-        assert isinstance(self, _MonitoredSessionBase)
-        if self._state is not State.NEW:
-            raise RuntimeError(f"{type(self).__name__} can be entered only once (it is {self._state.value})")
-        self._state = State.BROKEN  # open, no session yet
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        try:
-            await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
-            await self._create(self._retry.budget())
-            self._state = State.OPEN
-        except BaseException as exc:
-            await self._teardown(call_end=False, error=exc)
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        clean = exc is None or isinstance(exc, CLEAN_STOP_TYPES)
-        await self._teardown(call_end=clean, error=None if clean else exc)
-        return exc is not None and clean
-
-    async def aclose(self) -> None:
-        """End cleanly: every hook's ``end``, then close the coordinator and the session.
-
-        Closing twice does nothing. Leaving ``async with`` afterwards also does nothing more.
-        """
-        if self._state in _STEPPABLE:
-            await self._close(call_end=True, error=None)
-
-    async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
-        try:
-            if self._state in _STEPPABLE:
-                await self._close(call_end=call_end, error=error)
-        finally:
-            await self._exit_task_group()
-
-    async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
-        """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
-        self._state = State.CLOSED
-        failures: list[BaseException] = []
-        interrupted: BaseException | None = None
-        if call_end and self._raw is None:
-            # No session to end with (re-creating it failed): ``end`` never receives None.
-            log_warning(
-                "closing without a session (re-creating it failed: %r); the hooks' end is not called",
-                self._broken, step=self._step_now(),
-            )
-            call_end = False
-        if call_end:
-            try:
-                await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls))
-            except Exception as exc:
-                failures.append(exc)
-            except BaseException as exc:  # cancelled while ending: still close, then propagate
-                interrupted = exc
-        failures += await self._close_current(raise_errors=call_end and interrupted is None)
-        if interrupted is not None:
-            raise interrupted
-        if failures and error is None:
-            first = failures[0]
-            for other in failures[1:]:
-                first.add_note(f"hookrun: closing also failed: {other!r}")
-            raise first
-        for other in failures:
-            assert error is not None
-            error.add_note(f"hookrun: closing after this error also failed: {other!r}")
-
-    async def _close_current(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
-        """Close the current coordinator and session (shielded, bounded by the grace period).
-
-        With ``log_session_errors`` (recovery), an error closing the raw session is logged, not returned.
-        """
-        coord, raw = self._coord, self._raw
-        self._coord = self._raw = None
-        failures: list[BaseException] = []
-        with anyio.move_on_after(2 * self._grace + 1.0, shield=True) as scope:
-            if coord is not None:
-                try:
-                    await close_hosted(coord, self._grace)
-                except Exception as exc:
-                    failures.append(exc)
-            if raw is not None:
-                try:
-                    await _aclose(raw)
-                except Exception as exc:
-                    if not log_session_errors:
-                        failures.append(exc)
-                    else:  # recovery closes a failed session: its close errors must not stop recovery
-                        log_warning(
-                            "error while closing a failed session (recovery goes on): %r", exc, exc_info=exc,
-                            step=self._step_now(),
-                        )
-        if scope.cancelled_caught:
-            log_warning(
-                "closing the session took longer than stop_grace_period=%ss; gave up waiting",
-                self._grace, step=self._step_now(),
-            )
-        if not raise_errors:
-            for failure in failures:
-                log_warning("error while closing a session: %r", failure, exc_info=failure, step=self._step_now())
-            return []
-        return failures
-
-    async def _exit_task_group(self) -> None:
-        tg, self._tg = self._tg, None
-        self._dispatcher.reset_pool()
-        if tg is not None:
-            # Nothing of ours runs there any more; the group's exit waits for its tasks
-            # to unwind (it must be the innermost scope, so it cannot be shielded here).
-            tg.cancel_scope.cancel()
-            await tg.__aexit__(None, None, None)
-
-    def _task_group(self) -> TaskGroup:
-        if self._tg is None:
-            raise SessionClosedError(f"{type(self).__name__} is not open")
-        return self._tg
-
-    # -- creation and recovery -------------------------------------------------------------
-
-    async def _create(self, budget: RetryBudget) -> None:
-        """Create a session and its coordinator, retrying recoverable errors per ``budget``."""
-        while True:
-            try:
-                await self._create_once()
-                return
-            except Exception as exc:
-                if not (self._recovers and self._is_recoverable(exc)):
-                    raise
-                if not await self._wait_to_retry(budget, exc, "creating the session failed; retrying"):
-                    raise
-
-    async def _wait_to_retry(
-        self, budget: RetryBudget, cause: BaseException, action: str, *, recovery: bool = False
-    ) -> bool:
-        """``budget.wait_to_retry``, its time counted in the statistics (with ``recovery``,
-        a wait before ``_recover``, as recovery time too; waits inside it are already)."""
-        stats = self._stats
-        started = stats.now()
-        try:
-            return await budget.wait_to_retry(cause, action=action, step=self._step_now())
-        finally:
-            waited = stats.now() - started
-            stats.retry_wait_seconds += waited
-            if recovery:
-                stats.recovery_seconds += waited
-
-    async def _create_once(self) -> None:
-        raw = await self._create_session()
-        try:
-            check_session(raw)
-            # Default clean-stop types: a background task ending its input with
-            # OutOfRangeError / StopAsyncIteration / EndOfStream ends the session cleanly.
-            coord = Coordinator(step_counter=self._counter)
-            assert self._tg is not None
-            await open_hosted(coord, self._tg)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await _aclose_logged(raw)
-            raise
-        self._raw, self._coord = raw, coord
-        try:
-            await self._dispatcher.run(self._after_create, [(raw, coord)] * len(self._after_create.calls))
-        except BaseException:
-            await self._close_current(raise_errors=False)
-            raise
-        self._stats.sessions_created += 1
-
-    def _fail_over(self) -> None:
-        """The current session failed with a recoverable error: replace it before the next step."""
-        if self._state is State.OPEN:
-            self._state = State.RECOVERING
-
-    async def _recover(self, budget: RetryBudget) -> None:
-        """The one way from RECOVERING or BROKEN back to OPEN: close the failed session and
-        its coordinator (no ``end``), create new ones (``after_create_session`` again)."""
-        stats = self._stats
-        started = stats.now()
-        try:
-            await self._replace_session(budget)
-        finally:
-            stats.recovery_seconds += stats.now() - started
-        stats.recoveries += 1
-
-    async def _replace_session(self, budget: RetryBudget) -> None:
-        if self._state is State.RECOVERING:
-            self._state = State.BROKEN
-            coord_error = self._coord.exception if self._coord is not None else None
-            for exc in await self._close_current(raise_errors=True, log_session_errors=True):
-                if self._is_recoverable(exc):  # the coordinator's own (or the cause itself)
-                    if exc is not coord_error:
-                        log_warning("error while closing a failed session: %r", exc, step=self._step_now())
-                    continue
-                self._broken = exc
-                raise exc
-        try:
-            await self._create(budget)
-        except BaseException as exc:
-            self._broken = exc
-            raise
-        self._broken = None
-        self._state = State.OPEN
-
-    def _is_recoverable(self, exc: BaseException) -> bool:
-        return isinstance(exc, self._recoverable)
-
-    def _held_recoverable(self) -> BaseException | None:
-        """A recoverable error a background task recorded in the coordinator, if any."""
-        coord = self._coord
-        if coord is None or not coord.should_stop():
-            return None
-        held = coord.exception
-        return held if held is not None and self._is_recoverable(held) else None
-
-    def _recoverable_cause(self, exc: BaseException) -> BaseException | None:
-        """The error to recover from: the step's, or a recoverable one the coordinator holds."""
-        return exc if self._is_recoverable(exc) else self._held_recoverable()
-
-    def _needs_recovery(self) -> bool:
-        return self._state is not State.OPEN or self._held_recoverable() is not None
-
     # -- stepping --------------------------------------------------------------------------
 
     def should_stop(self) -> bool:
@@ -550,33 +318,6 @@ class _MonitoredSessionBase(Stepping):
             self._refuse_broken()
         return await step_fn(StepContext(self, self._raw))
 
-    async def _with_recovery(
-        self, attempt: Callable[..., Awaitable[T]], *args: Any, failed: BaseException | None = None
-    ) -> T:
-        """Run ``attempt`` until it succeeds, recovering first whenever the session failed,
-        per the retry policy. ``failed`` is the error of an attempt already made."""
-        budget: RetryBudget | None = None
-        while True:
-            if failed is not None:
-                cause = self._recoverable_cause(failed)
-                if cause is None:
-                    raise failed
-                self._fail_over()
-                budget = budget or self._retry.budget()
-                if not await self._wait_to_retry(budget, cause, "recovering: re-creating the session", recovery=True):
-                    raise cause from (failed if cause is not failed else None)
-                failed = None
-            try:
-                if self._needs_recovery():
-                    held = self._held_recoverable()
-                    if held is not None and self._state is State.OPEN:
-                        raise held  # recorded by a background task: recover from it, per the policy
-                    budget = budget or self._retry.budget()
-                    await self._recover(budget)
-                return await attempt(*args)
-            except Exception as exc:
-                failed = exc
-
 
 class MonitoredSession(_MonitoredSessionBase):
     """Drives a session step by step with hooks, a coordinator and recovery.
@@ -645,18 +386,3 @@ class SingularMonitoredSession(_MonitoredSessionBase):
     async def __aenter__(self) -> SingularMonitoredSession:
         await super().__aenter__()
         return self
-
-
-async def _aclose(raw: object) -> None:
-    # ``aclose()``, or a TensorFlow-style ``close()`` (a plain one in a worker thread).
-    from ._closing import close_session  # on first use: keeps `import hookrun` light
-
-    await close_session(raw)
-
-
-async def _aclose_logged(raw: object) -> None:
-    try:
-        await _aclose(raw)
-    except Exception as exc:
-        log_warning("error while closing a session: %r", exc, exc_info=exc)
-

@@ -1,0 +1,203 @@
+"""Entering and closing a monitored session: ``Lifecycle``, a mixin of the session
+(``_session.py``; the attributes it reads are declared below, set by the constructor).
+
+Entering (``__aenter__``) opens the session's task group, runs every hook's ``begin``
+(once, ever), creates the first session (``_recovering.py``) and moves NEW → OPEN.
+Closing (``aclose``, ``__aexit__``, or an entry that failed) moves any state to CLOSED:
+every hook's ``end`` when the exit is clean and there is a session to end with, then
+the coordinator and the raw session, shielded and bounded by the grace period, then
+the task group, left last so that it outlives every task it holds.
+
+Invariants: every created session and coordinator is closed exactly once
+(``_close_current`` takes them off the session before closing them); ``end`` never
+receives ``None``; a clean close raises the first error closing met (the others as
+notes); a close after an error adds them to that error as notes instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from ._coordinator import close_hosted
+from ._errors import CLEAN_STOP_TYPES, SessionClosedError
+from ._log import log_warning
+from ._state import STEPPABLE as _STEPPABLE
+from ._state import State
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from ._coordinator import Coordinator
+    from ._dispatch import Dispatcher
+    from ._plan import PhasePlan
+    from ._recovery import RetryBudget, RetryPolicy
+
+__all__ = ["Lifecycle"]
+
+
+T = TypeVar("T")
+
+
+class Lifecycle:
+    """Entering and closing of a monitored session (a mixin: the attributes below are its)."""
+
+    _state: State
+    _tg: TaskGroup | None
+    _dispatcher: Dispatcher
+    _begin: PhasePlan
+    _end: PhasePlan
+    _retry: RetryPolicy
+    _raw: Any
+    _coord: Coordinator | None
+    _broken: BaseException | None
+    _grace: float
+
+    _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
+    _step_now: Callable[[], int | None]  # the session's (_session.py)
+
+    def __enter__(self) -> None:
+        raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
+
+    def __exit__(self, *exc_info: object) -> None:  # never reached: __enter__ refuses
+        raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
+
+    async def __aenter__(self: T) -> T:
+        assert isinstance(self, Lifecycle)
+        if self._state is not State.NEW:
+            raise RuntimeError(f"{type(self).__name__} can be entered only once (it is {self._state.value})")
+        self._state = State.BROKEN  # open, no session yet
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        try:
+            await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
+            await self._create(self._retry.budget())
+            self._state = State.OPEN
+        except BaseException as exc:
+            await self._teardown(call_end=False, error=exc)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        clean = exc is None or isinstance(exc, CLEAN_STOP_TYPES)
+        await self._teardown(call_end=clean, error=None if clean else exc)
+        return exc is not None and clean
+
+    async def aclose(self) -> None:
+        """End cleanly: every hook's ``end``, then close the coordinator and the session.
+
+        Closing twice does nothing. Leaving ``async with`` afterwards also does nothing more.
+        """
+        if self._state in _STEPPABLE:
+            await self._close(call_end=True, error=None)
+
+    async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
+        try:
+            if self._state in _STEPPABLE:
+                await self._close(call_end=call_end, error=error)
+        finally:
+            await self._exit_task_group()
+
+    async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
+        """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
+        self._state = State.CLOSED
+        failures: list[BaseException] = []
+        interrupted: BaseException | None = None
+        if call_end and self._raw is None:
+            # No session to end with (re-creating it failed): ``end`` never receives None.
+            log_warning(
+                "closing without a session (re-creating it failed: %r); the hooks' end is not called",
+                self._broken, step=self._step_now(),
+            )
+            call_end = False
+        if call_end:
+            try:
+                await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls))
+            except Exception as exc:
+                failures.append(exc)
+            except BaseException as exc:  # cancelled while ending: still close, then propagate
+                interrupted = exc
+        failures += await self._close_current(raise_errors=call_end and interrupted is None)
+        if interrupted is not None:
+            raise interrupted
+        if failures and error is None:
+            first = failures[0]
+            for other in failures[1:]:
+                first.add_note(f"hookrun: closing also failed: {other!r}")
+            raise first
+        for other in failures:
+            assert error is not None
+            error.add_note(f"hookrun: closing after this error also failed: {other!r}")
+
+    async def _close_current(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
+        """Close the current coordinator and session (shielded, bounded by the grace period).
+
+        With ``log_session_errors`` (recovery), an error closing the raw session is logged, not returned.
+        """
+        coord, raw = self._coord, self._raw
+        self._coord = self._raw = None
+        failures: list[BaseException] = []
+        with anyio.move_on_after(2 * self._grace + 1.0, shield=True) as scope:
+            if coord is not None:
+                try:
+                    await close_hosted(coord, self._grace)
+                except Exception as exc:
+                    failures.append(exc)
+            if raw is not None:
+                try:
+                    await _aclose(raw)
+                except Exception as exc:
+                    if not log_session_errors:
+                        failures.append(exc)
+                    else:  # recovery closes a failed session: its close errors must not stop recovery
+                        log_warning(
+                            "error while closing a failed session (recovery goes on): %r", exc, exc_info=exc,
+                            step=self._step_now(),
+                        )
+        if scope.cancelled_caught:
+            log_warning(
+                "closing the session took longer than stop_grace_period=%ss; gave up waiting",
+                self._grace, step=self._step_now(),
+            )
+        if not raise_errors:
+            for failure in failures:
+                log_warning("error while closing a session: %r", failure, exc_info=failure, step=self._step_now())
+            return []
+        return failures
+
+    async def _exit_task_group(self) -> None:
+        tg, self._tg = self._tg, None
+        self._dispatcher.reset_pool()
+        if tg is not None:
+            # Nothing of ours runs there any more; the group's exit waits for its tasks
+            # to unwind (it must be the innermost scope, so it cannot be shielded here).
+            tg.cancel_scope.cancel()
+            await tg.__aexit__(None, None, None)
+
+    def _task_group(self) -> TaskGroup:
+        if self._tg is None:
+            raise SessionClosedError(f"{type(self).__name__} is not open")
+        return self._tg
+
+
+async def _aclose(raw: object) -> None:
+    # ``aclose()``, or a TensorFlow-style ``close()`` (a plain one in a worker thread).
+    from ._closing import close_session  # on first use: keeps `import hookrun` light
+
+    await close_session(raw)
+
+
+async def _aclose_logged(raw: object) -> None:
+    try:
+        await _aclose(raw)
+    except Exception as exc:
+        log_warning("error while closing a session: %r", exc, exc_info=exc)
+
