@@ -80,3 +80,65 @@ async def test_a_later_run_step_fn_creates_the_session_again() -> None:
                 await sess.run_step_fn(step)
             assert not sess.should_stop()
             assert await sess.run_step_fn(step) == 7
+
+
+class _GatedCreator:
+    """Session 0 fails its first run (recoverable); creating session 1 waits for ``gate``."""
+
+    def __init__(self) -> None:
+        self.gate = anyio.Event()
+        self.creating = anyio.Event()
+        self.sessions: list[_OneShotSession] = []
+
+    async def create_session(self) -> _OneShotSession:
+        if self.sessions:
+            self.creating.set()
+            await self.gate.wait()
+        session = _OneShotSession(fail=not self.sessions)
+        self.sessions.append(session)
+        return session
+
+
+class _OneShotSession:
+    def __init__(self, *, fail: bool) -> None:
+        self.fail = fail
+        self.closed = False
+
+    async def run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> list[Any]:
+        if self.fail:
+            raise UnavailableError("worker lost")
+        return [1 for _ in fetches]
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+async def test_closing_while_a_step_re_creates_the_session_closes_the_new_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """aclose() from another task while run() recovers: the session created after the close
+    is closed at once (never left open), and run() says the session was closed."""
+    from hookrun import SessionClosedError
+
+    creator = _GatedCreator()
+    hook = RecordingHook()
+    outcome: list[BaseException] = []
+    with anyio.fail_after(LIMIT), caplog.at_level(logging.WARNING, logger="hookrun"):
+        async with MonitoredSession(creator, [hook], retry=NO_WAIT) as sess:
+
+            async def step() -> None:
+                try:
+                    await sess.run(["x"])
+                except SessionClosedError as exc:
+                    outcome.append(exc)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(step)
+                await creator.creating.wait()  # run() is re-creating the session
+                await sess.aclose()
+                creator.gate.set()
+    assert len(outcome) == 1 and "closed while it re-created its session" in str(outcome[0])
+    assert [s.closed for s in creator.sessions] == [True, True]
+    assert sess.raw_session() is None
+    assert "closing without a session (it is being re-created)" in caplog.text
+    assert hook.count("end") == 0 and hook.count("after_create_session") == 2

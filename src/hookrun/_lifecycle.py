@@ -26,7 +26,7 @@ from ._coordinator import close_hosted
 from ._errors import CLEAN_STOP_TYPES, SessionClosedError
 from ._log import log_warning
 from ._state import STEPPABLE as _STEPPABLE
-from ._state import State
+from ._state import State, move
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -69,13 +69,13 @@ class Lifecycle:
         assert isinstance(self, Lifecycle)
         if self._state is not State.NEW:
             raise RuntimeError(f"{type(self).__name__} can be entered only once (it is {self._state.value})")
-        self._state = State.BROKEN  # open, no session yet
+        self._state = move(self._state, State.BROKEN)  # open, no session yet
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
             await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
             await self._create(self._retry.budget())
-            self._state = State.OPEN
+            self._state = move(self._state, State.OPEN)
         except BaseException as exc:
             await self._teardown(call_end=False, error=exc)
             raise
@@ -108,15 +108,14 @@ class Lifecycle:
 
     async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
         """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
-        self._state = State.CLOSED
+        self._state = move(self._state, State.CLOSED)
         failures: list[BaseException] = []
         interrupted: BaseException | None = None
         if call_end and self._raw is None:
-            # No session to end with (re-creating it failed): ``end`` never receives None.
-            log_warning(
-                "closing without a session (re-creating it failed: %r); the hooks' end is not called",
-                self._broken, step=self._step_now(),
-            )
+            # No session to end with (re-creating it failed, or is under way in another
+            # task): ``end`` never receives None.
+            why = "it is being re-created" if self._broken is None else f"re-creating it failed: {self._broken!r}"
+            log_warning("closing without a session (%s); the hooks' end is not called", why, step=self._step_now())
             call_end = False
         if call_end:
             try:

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from ._coordinator import Coordinator, open_hosted
+from ._errors import SessionClosedError
 from ._lifecycle import _aclose_logged
 from ._log import log_warning
-from ._state import State
+from ._state import State, move
 from ._validate import check_session
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ class Recovering:
     def _fail_over(self) -> None:
         """The current session failed with a recoverable error: replace it before the next step."""
         if self._state is State.OPEN:
-            self._state = State.RECOVERING
+            self._state = move(self._state, State.RECOVERING)
 
     async def _recover(self, budget: RetryBudget) -> None:
         """The one way from RECOVERING or BROKEN back to OPEN: close the failed session and
@@ -130,7 +131,7 @@ class Recovering:
 
     async def _replace_session(self, budget: RetryBudget) -> None:
         if self._state is State.RECOVERING:
-            self._state = State.BROKEN
+            self._state = move(self._state, State.BROKEN)
             coord_error = self._coord.exception if self._coord is not None else None
             for exc in await self._close_current(raise_errors=True, log_session_errors=True):
                 if self._is_recoverable(exc):  # the coordinator's own (or the cause itself)
@@ -144,8 +145,11 @@ class Recovering:
         except BaseException as exc:
             self._broken = exc
             raise
+        if self._state is State.CLOSED:  # closed by another task while the session was created
+            await self._close_current(raise_errors=False)
+            raise SessionClosedError(f"{type(self).__name__} was closed while it re-created its session")
         self._broken = None
-        self._state = State.OPEN
+        self._state = move(self._state, State.OPEN)
 
     def _is_recoverable(self, exc: BaseException) -> bool:
         return isinstance(exc, self._recoverable)

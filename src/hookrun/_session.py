@@ -12,30 +12,17 @@ module                owns
                       closing (``end``, the coordinator, the session, the task group)
 ``_recovering.py``    ``Recovering``: creating a session; replacing a failed one
 ``_stepping.py``      ``Stepping``: the step bodies (no state changes)
-``_state.py``         ``State``, the states below
+``_state.py``         ``State``, its changes (``move``)
 ====================  ================================================================
 
-=============  ====================================================================
-state          meaning
-=============  ====================================================================
-NEW            built, not entered yet
-OPEN           a raw session and its coordinator exist; steps run on them
-RECOVERING     the current session failed with a recoverable error: it is still
-               there, to be closed (no ``end``) and replaced before the next step
-BROKEN         no session: re-creating it failed or was interrupted; the next step
-               of a ``MonitoredSession`` creates it again
-CLOSED         closed for good (``aclose``/``__aexit__``)
-=============  ====================================================================
+The states (NEW, OPEN, RECOVERING, BROKEN, CLOSED), what each means and which changes
+of state exist are drawn in ``_state.py``, whose ``move`` makes every change and refuses
+any other. ``_lifecycle.py`` makes the first and the last changes (entering, closing),
+``_recovering.py`` the ones in between.
 
-NEW → OPEN (``__aenter__``: begin, create, after_create_session); OPEN → RECOVERING
-the moment a step fails with a recoverable error, before anything is awaited, so a
-recovery that is interrupted (cancelled) is resumed by the next ``run()``;
-RECOVERING → BROKEN when the failed session is closed; BROKEN → OPEN once a new
-session is created (``_recover`` is the only way back); any state → CLOSED.
-``_lifecycle.py`` makes the first and the last of these changes, ``_recovering.py``
-the ones in between.
 Orthogonal to the state: ``_busy`` (a step is running) and ``_hook_stop`` (a hook
-requested stop: sticky). ``_admit`` is the one check of ``run`` and ``run_step_fn``.
+requested stop: sticky). ``_admit`` is the one check of ``run``, ``iterate`` and
+``run_step_fn``.
 
 Invariants: begin runs once; every created session and coordinator is closed
 exactly once; after_run runs only after a successful session run; a hook stop

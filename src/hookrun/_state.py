@@ -1,19 +1,40 @@
-"""The states of a monitored session, shared by the modules that change them.
+"""The states of a monitored session and the one place that changes them.
 
-``State`` and ``STEPPABLE`` (the states in which a step may start). What each state
-means, which transitions exist and which part of the session makes each one is
-drawn in the docstring of ``_session.py``.
+=============  ====================================================================
+state          meaning
+=============  ====================================================================
+NEW            built, not entered yet
+OPEN           a raw session and its coordinator exist; steps run on them
+RECOVERING     the current session failed with a recoverable error: it is still
+               there, to be closed (no ``end``) and replaced before the next step
+BROKEN         no session: entering has not created it yet, or re-creating it
+               failed or was interrupted; the next step of a ``MonitoredSession``
+               creates it again
+CLOSED         closed for good (``aclose``/``__aexit__``)
+=============  ====================================================================
+
+Every change of state goes through :func:`move`, which refuses any change not in
+``TRANSITIONS`` (a bug in the runtime, never a user error):
+
+* NEW → BROKEN → OPEN: ``__aenter__`` (``_lifecycle.py``) runs ``begin``, then
+  creates the first session;
+* OPEN → RECOVERING: the moment a step fails with a recoverable error, before
+  anything is awaited, so a recovery that is interrupted (cancelled) is resumed by
+  the next ``run()`` (``_recovering.py``);
+* RECOVERING → BROKEN once the failed session is closed, BROKEN → OPEN once a new
+  one is created (``_recover`` in ``_recovering.py``, the only way back);
+* OPEN, RECOVERING or BROKEN → CLOSED: closing (``_lifecycle.py``).
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["STEPPABLE", "State"]
+__all__ = ["STEPPABLE", "TRANSITIONS", "State", "move"]
 
 
 class State(enum.Enum):
-    """The states of a monitored session (see the docstring of ``_session.py``)."""
+    """The states of a monitored session (see the module docstring)."""
 
     NEW = "new"
     OPEN = "open"
@@ -24,3 +45,19 @@ class State(enum.Enum):
 
 #: States in which a step may start (RECOVERING and BROKEN: after recovering first).
 STEPPABLE = frozenset({State.OPEN, State.RECOVERING, State.BROKEN})
+
+#: The changes of state that exist: from each state, the states it may change to.
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.NEW: frozenset({State.BROKEN}),
+    State.OPEN: frozenset({State.RECOVERING, State.CLOSED}),
+    State.RECOVERING: frozenset({State.BROKEN, State.CLOSED}),
+    State.BROKEN: frozenset({State.OPEN, State.CLOSED}),
+    State.CLOSED: frozenset(),
+}
+
+
+def move(current: State, new: State) -> State:
+    """``new``, once checked to be a change ``TRANSITIONS`` allows from ``current``."""
+    if new not in TRANSITIONS[current]:
+        raise RuntimeError(f"hookrun: a monitored session cannot go from {current.name} to {new.name}")
+    return new
