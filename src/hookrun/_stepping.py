@@ -1,7 +1,7 @@
 """One step on the current raw session: before_run → merge → session run → step counter →
-after_run. No state changes of the monitored session happen here (``_session.py`` draws
-them, ``_lifecycle.py`` and ``_recovering.py`` make them); a step either returns the
-caller's results or raises.
+after_run. No state changes of the monitored session happen here (``_state.py`` draws
+them and checks each, ``_lifecycle.py`` and ``_recovering.py`` make them); a step either
+returns the caller's results or raises.
 
 ``Stepping`` is the part of the monitored session that runs steps; it reads the hooks'
 plans, the dispatcher, the counter and the current raw session from it. A step whose
