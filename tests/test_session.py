@@ -21,6 +21,7 @@ from hookrun import (
     SessionRunValues,
     SingularMonitoredSession,
 )
+from hookrun._step import LocalStepCounter
 from hookrun.testing import RecordingHook, ScriptedCreator, ScriptedSession
 
 pytestmark = pytest.mark.anyio
@@ -360,8 +361,16 @@ async def test_cancelling_the_block_closes_everything_within_grace() -> None:
     assert len(anyio.get_running_tasks()) == before
 
 
-async def test_session_returning_wrong_number_of_values() -> None:
-    """A session answering the wrong number of values is a TypeError naming its type and counts."""
+class _QuietHook:
+    def before_run(self, run_context: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh", "warm"])
+@pytest.mark.parametrize("hooked", [False, True], ids=["bare", "hooked"])
+async def test_session_returning_wrong_number_of_values(hooked: bool, warm: bool) -> None:
+    """A session answering the wrong number of values is a TypeError naming its type and
+    counts: on a step without hooks and with one, on the first (timed) steps and later."""
 
     class Short(ScriptedSession):
         async def run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> list[Any]:
@@ -370,10 +379,43 @@ async def test_session_returning_wrong_number_of_values() -> None:
     async def make() -> Short:
         return Short()
 
-    async with MonitoredSession(make, []) as sess:
+    async with MonitoredSession(make, [_QuietHook()] if hooked else []) as sess:
+        for _ in range(300 if warm else 0):
+            await sess.run()  # no fetches: no values is the right answer
         with pytest.raises(TypeError, match=r"Short\.run returned 0 values for 1 fetches"):
             await sess.run("a")
+        assert sess.statistics().failed_steps == 1  # the run failed: counted as a failed step
         await sess.aclose()
+
+
+class _OwnCounter:
+    """A step counter of the user's own (not the in-process ``LocalStepCounter``)."""
+
+    def __init__(self) -> None:
+        self.inner = LocalStepCounter()
+
+    async def get(self) -> int:
+        return await self.inner.get()
+
+    async def increment(self, n: int = 1) -> int:
+        return await self.inner.increment(n)
+
+    async def set(self, value: int) -> None:
+        await self.inner.set(value)
+
+    async def wait_for(self, target: int) -> int:
+        return await self.inner.wait_for(target)
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["bare", "hooked"])
+async def test_a_counter_of_the_users_own_counts_every_step(hooked: bool) -> None:
+    """Every step increments a step counter that is not the in-process one, timed or not."""
+    counter = _OwnCounter()
+    async with MonitoredSession(ScriptedCreator({"a": 1}), [_QuietHook()] if hooked else [], step_counter=counter) as sess:
+        for _ in range(300):
+            assert await sess.run("a") == 1
+        assert await sess.global_step() == 300
+    assert counter.inner.value == 300
 
 
 async def test_async_factory_is_a_creator() -> None:

@@ -147,7 +147,7 @@ class PlainHook:
         self.log.append(f"{self.name}.{phase}")
         if self.kind == "fails":
             raise Boom(self.name)
-        if self.kind == "returns_awaitable":
+        if self.kind == "returns_awaitable" or (self.kind == "awaitable_after" and phase == "after_run"):
             return anyio.lowlevel.checkpoint()
         if self.kind == "sets_var":  # a plain function runs in the caller's own context
             VAR.set(self.name)
@@ -156,7 +156,7 @@ class PlainHook:
 
 @pytest.mark.parametrize("warm", [False, True], ids=["fresh", "warm"])
 @pytest.mark.parametrize("position", [0, 1, 2])
-@pytest.mark.parametrize("kind", ["quiet", "fails", "returns_awaitable", "sets_var"])
+@pytest.mark.parametrize("kind", ["quiet", "fails", "returns_awaitable", "awaitable_after", "sets_var"])
 async def test_plain_functions_only(kind: str, position: int, warm: bool) -> None:
     log: list[str] = []
     hooks = [PlainHook(kind if i == position else "quiet", log, f"h{i}") for i in range(3)]
@@ -172,10 +172,15 @@ async def test_plain_functions_only(kind: str, position: int, warm: bool) -> Non
             elif kind == "returns_awaitable":
                 with pytest.raises(TypeError, match=f"hook h{position}: before_run is a plain function"):
                     await sess.run("x")
+            elif kind == "awaitable_after":
+                with pytest.raises(TypeError, match=f"hook h{position}: after_run is a plain function"):
+                    await sess.run("x")
             else:
                 assert await sess.run("x") == 1
     if kind in ("fails", "returns_awaitable"):  # no later call was made, no after_run ran
         assert log == [f"h{i}.before_run" for i in range(position + 1)]
+    elif kind == "awaitable_after":  # every before_run, and no after_run after the culprit's
+        assert log == [f"h{i}.before_run" for i in range(3)] + [f"h{i}.after_run" for i in range(position + 1)]
     else:
         assert log == [f"h{i}.{phase}" for phase in ("before_run", "after_run") for i in range(3)]
     assert VAR.get() == (f"h{position}" if kind == "sets_var" else "caller")
