@@ -57,7 +57,12 @@ def listening_sockets(root_pid: int) -> list[tuple[str, int, str]]:
     import psutil
 
     root = psutil.Process(root_pid)
-    tree = {root.pid: root.name(), **{p.pid: p.name() for p in root.children(recursive=True)}}
+    tree = {root.pid: root.name()}
+    for child in root.children(recursive=True):
+        try:
+            tree[child.pid] = child.name()
+        except psutil.NoSuchProcess:  # it exited while the tree was listed: it listens on nothing
+            continue
     return [
         (conn.laddr.ip, conn.laddr.port, tree[conn.pid])
         for conn in psutil.net_connections(kind="tcp")
