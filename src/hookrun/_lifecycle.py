@@ -2,7 +2,8 @@
 (``_session.py``; the attributes it reads are declared below, set by the constructor).
 
 Entering (``__aenter__``) opens the session's task group, runs every hook's ``begin``
-(once, ever), creates the first session (``_recovering.py``) and moves NEW → OPEN.
+(once, ever), creates the first session (``_recovering.py``) and moves NEW → BROKEN (open, no
+session yet) → OPEN.
 Closing (``aclose``, ``__aexit__``, or an entry that failed) moves any state to CLOSED:
 every hook's ``end`` when the exit is clean and there is a session to end with, then
 the coordinator and the raw session, shielded and bounded by the grace period, then
