@@ -105,9 +105,7 @@ class Stepping:
         metadata = RunMetadata() if run_metadata is None else run_metadata
         merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         try:
-            values = await _raw_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata)
-            if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-                values = check_values(raw, keys, values)
+            values = _checked(raw, keys, await _raw_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata))
         except BaseException as exc:
             stats.failed("run", exc)
             raise
@@ -213,8 +211,7 @@ class Stepping:
                 raise
             if sampled:
                 run_seconds = clock() - run_started
-            if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-                values = check_values(raw, keys, values)
+            values = _checked(raw, keys, values)
             after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
             where = "after_run"
             if after.calls:
@@ -279,7 +276,7 @@ def _raw_run(
 ) -> Awaitable[Any]:
     """The raw session's run of one step, to be awaited by the step itself (a coroutine
     layer of its own would cost about 0.1 us a step); the step checks the values it
-    returns: one per key (``_checked``, or its first test written out on the hot path)."""
+    returns: one per key (``_checked``)."""
     if options is DEFAULT_OPTIONS:
         return raw.run(keys, feeds, options, metadata)  # type: ignore[no-any-return]
     return _run_with_options(raw, keys, feeds, options, metadata)
