@@ -127,6 +127,58 @@ async def test_counts_and_latency_of_every_hook_and_phase() -> None:
         stats.steps = 3  # type: ignore[misc]
 
 
+class TimedSession:
+    """Each run moves the mock clock on by ``seconds``: a step of a known duration."""
+
+    def __init__(self, clock: MockClock, seconds: float) -> None:
+        self.clock, self.seconds = clock, seconds
+
+    async def run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
+        self.clock.jump(self.seconds)
+        return list(fetches)
+
+
+class AsyncNoop(SessionRunHook):
+    async def before_run(self, run_context: Any) -> None:
+        return None
+
+    async def after_run(self, run_context: Any, run_values: Any) -> None:
+        return None
+
+
+async def sampled_share(step_seconds: float, hooks: int, steps: int = 600) -> float:
+    """The share of ``steps`` steps of ``step_seconds`` each that adaptive sampling timed."""
+    clock = MockClock()
+    session = TimedSession(clock, step_seconds)
+
+    async def create() -> TimedSession:
+        return session
+
+    options = StatisticsOptions(clock=clock)
+    async with MonitoredSession(create, [AsyncNoop() for _ in range(hooks)], statistics=options) as sess:
+        for _ in range(steps):
+            await sess.run()
+        stats = sess.statistics()
+    assert stats.steps == steps
+    return stats.sampled_steps / steps
+
+
+async def test_adaptive_sampling_times_slow_steps_always_and_fast_ones_rarely() -> None:
+    assert await sampled_share(0.05, hooks=10) == 1.0  # 50 ms steps: every one
+    assert await sampled_share(0.0015, hooks=0) == 1.0  # nothing to time but the run
+    assert await sampled_share(1e-6, hooks=10, steps=2560) == pytest.approx(1 / 256, abs=1 / 2560)
+
+
+async def test_adaptive_sampling_keeps_the_timing_near_half_a_percent_of_a_millisecond_step() -> None:
+    # Timing ten async hooks (twenty calls) costs tens of microseconds on a step that
+    # runs after a wait; on 1.5 ms steps it must not be paid on every step.
+    share = await sampled_share(0.0015, hooks=10)
+    assert 1 / 8 <= share <= 1 / 4, share
+    # Twice the step time, about twice as many steps timed; five times the hooks, fewer.
+    assert await sampled_share(0.003, hooks=10) > 1.5 * share
+    assert await sampled_share(0.0015, hooks=50) < share / 2
+
+
 def dataclasses_frozen() -> type[Exception]:
     import dataclasses
 

@@ -6,8 +6,9 @@ call of ``begin``, ``after_create_session`` and ``end`` (they are rare), and eve
 call of ``before_run`` / ``after_run``, the session run and the whole step on
 *sampled* steps only, so that the statistics can stay on: an unsampled step costs
 an integer increment and a compare. Sampling is adaptive unless fixed with
-``StatisticsOptions(sample_every=N)``: every step while steps are slow, down to one
-step in 256 when the timing would otherwise cost more than a few percent.
+``StatisticsOptions(sample_every=N)``: every step while steps take several
+milliseconds, down to one step in 256 when steps take microseconds, so that timing
+costs about half a percent of the step time.
 
 A sampled step runs the same phases through *timed plans*: the same calls, each
 wrapped (a plain function stays plain, an async one async, so the dispatcher takes
@@ -35,7 +36,14 @@ __all__ = ["Collector", "StatisticsOptions"]
 #: Phases run once per step; the others are the lifecycle phases, timed on every call.
 STEP_PHASES = ("before_run", "after_run")
 _MAX_GAP = 256
-_COST_SHARE = 0.02  # adaptive sampling spends about this share of the step time on timing
+#: Adaptive sampling spends about this share of the step time on timing: half a percent,
+#: a tenth of what a handful of no-op hooks may add to a millisecond step.
+_COST_SHARE = 0.005
+#: What timing one step costs, about: a base and a share per call timed, as measured
+#: on a step that runs right after a wait of a millisecond (how slow steps run: the
+#: timing then costs about twice what it costs in a tight loop; 2-core machine).
+_COST_BASE = 8e-6
+_COST_PER_CALL = 2e-6
 _NEVER = sys.maxsize
 
 
@@ -45,7 +53,7 @@ class StatisticsOptions:
 
     ``enabled``: False keeps no statistics at all (``statistics()`` then raises).
     ``sample_every``: time one step in N (``1``: every step); ``None`` (the default)
-    adapts it between 1 and 64 to keep the cost of timing at a few percent.
+    adapts it between 1 and 256 to keep the cost of timing at about half a percent.
     ``slow_hook_share`` and ``slow_hook_seconds``: a ``before_run`` / ``after_run``
     call of a timed step that took more than this share of its step *and* more than
     this many seconds is logged once per hook and phase (``slow_hook_share=None``
@@ -191,7 +199,7 @@ class Collector:
             return self._gap
         # A moving average of the timed steps: one step slowed by another process moves it little.
         typical = self._typical = seconds if self._typical is None else 0.75 * self._typical + 0.25 * seconds
-        cost = 4e-6 + 1e-6 * calls  # what timing a step costs, about (measured: ~0.8 us a call)
+        cost = _COST_BASE + _COST_PER_CALL * calls
         if typical <= 0:
             return _MAX_GAP
         return max(1, min(_MAX_GAP, int(cost / (_COST_SHARE * typical))))
