@@ -9,6 +9,10 @@ every hook's ``end`` when the exit is clean and there is a session to end with, 
 the coordinator and the raw session, shielded and bounded by the grace period, then
 the task group, left last so that it outlives every task it holds.
 
+A close from another task while the session is being entered wins: the entry creates
+no session after it, closes the one created meanwhile (``after_create_session`` ran,
+``end`` does not) and raises ``SessionClosedError``; the body never runs.
+
 Invariants: every created session and coordinator is closed exactly once
 (``_close_current`` takes them off the session before closing them); ``end`` never
 receives ``None``; a clean close raises the first error closing met (the others as
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
     from ._dispatch import Dispatcher
     from ._plan import PhasePlan
     from ._recovery import RetryBudget, RetryPolicy
+    from ._statistics import Collector
 
 __all__ = ["Lifecycle"]
 
@@ -56,6 +61,7 @@ class Lifecycle:
     _coord: Coordinator | None
     _broken: BaseException | None
     _grace: float
+    _stats: Collector
 
     _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
     _step_now: Callable[[], int | None]  # the session's (_session.py)
@@ -75,7 +81,11 @@ class Lifecycle:
         await self._tg.__aenter__()
         try:
             await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
-            await self._create(self._retry.budget())
+            if self._state is State.BROKEN:  # still entering: not closed by another task meanwhile
+                await self._create(self._retry.budget())
+            if self._state is State.CLOSED:  # another task closed it: close what was created since
+                await self._close_current(raise_errors=False)
+                raise SessionClosedError(f"{type(self).__name__} was closed while it was being entered")
             self._state = move(self._state, State.OPEN)
         except BaseException as exc:
             await self._teardown(call_end=False, error=exc)
@@ -115,7 +125,10 @@ class Lifecycle:
         if call_end and self._raw is None:
             # No session to end with (re-creating it failed, or is under way in another
             # task): ``end`` never receives None.
-            why = "it is being re-created" if self._broken is None else f"re-creating it failed: {self._broken!r}"
+            if self._broken is not None:
+                why = f"re-creating it failed: {self._broken!r}"
+            else:  # another task is creating it: entering, or recovering
+                why = "it is being created" if self._stats.sessions_created == 0 else "it is being re-created"
             log_warning("closing without a session (%s); the hooks' end is not called", why, step=self._step_now())
             call_end = False
         if call_end:
