@@ -9,6 +9,12 @@ every hook's ``end`` when the exit is clean and there is a session to end with, 
 the coordinator and the raw session, shielded and bounded by the grace period, then
 the task group, left last so that it outlives every task it holds.
 
+A clean close from another task while a step runs (OPEN) waits for that step to end
+(no new step starts once the close began), then ends and closes: ``end`` comes after
+the step's ``after_run`` and the session is never closed under its run. A step that
+fails with a recoverable error meanwhile is not recovered (``SessionClosedError``), and
+``end`` is not called with the lost session.
+
 A close from another task while the session is being entered wins: the entry creates
 no session after it, closes the one created meanwhile (``after_create_session`` ran,
 ``end`` does not) and raises ``SessionClosedError``; the body never runs.
@@ -62,6 +68,8 @@ class Lifecycle:
     _broken: BaseException | None
     _grace: float
     _stats: Collector
+    _busy: bool
+    _step_done: anyio.Event | None
 
     _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
     _step_now: Callable[[], int | None]  # the session's (_session.py)
@@ -119,13 +127,26 @@ class Lifecycle:
 
     async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
         """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
-        self._state = move(self._state, State.CLOSED)
+        was, self._state = self._state, move(self._state, State.CLOSED)
         failures: list[BaseException] = []
         interrupted: BaseException | None = None
-        if call_end and self._raw is None:
-            # No session to end with (re-creating it failed, or is under way in another
-            # task): ``end`` never receives None.
-            if self._broken is not None:
+        if call_end and was is State.OPEN and self._busy:
+            # A step runs in another task (no new one starts: the state is CLOSED): end and
+            # close after it, never under it. Cancelled while waiting: close without end.
+            self._step_done = done = anyio.Event()
+            try:
+                while self._busy:
+                    await done.wait()
+            except BaseException as exc:
+                interrupted, call_end = exc, False
+            finally:
+                self._step_done = None
+        if call_end and (self._raw is None or self._broken is not None or was is State.RECOVERING):
+            # No session to end with (its last step lost it, re-creating it failed, or it
+            # is being created in another task): ``end`` never receives None or a lost one.
+            if self._raw is not None:
+                why = "its last step lost it" + ("" if self._broken is None else f": {self._broken!r}")
+            elif self._broken is not None:
                 why = f"re-creating it failed: {self._broken!r}"
             else:  # another task is creating it: entering, or recovering
                 why = "it is being created" if self._stats.sessions_created == 0 else "it is being re-created"

@@ -182,12 +182,19 @@ class Recovering:
                 cause = self._recoverable_cause(failed)
                 if cause is None:
                     raise failed
+                if self._state is State.CLOSED:  # closed by another task while the step ran
+                    self._broken = cause  # the session is lost: the close does not end with it
+                    raise SessionClosedError(
+                        f"{type(self).__name__} was closed while its step failed; the session is not re-created"
+                    ) from failed
                 self._fail_over()
                 budget = budget or self._retry.budget()
                 if not await self._wait_to_retry(budget, cause, "recovering: re-creating the session", recovery=True):
                     raise cause from (failed if cause is not failed else None)
                 failed = None
             try:
+                if self._state is State.CLOSED:  # closed by another task while waiting to retry
+                    raise SessionClosedError(f"{type(self).__name__} was closed before it re-created its session")
                 if self._needs_recovery():
                     held = self._held_recoverable()
                     if held is not None and self._state is State.OPEN:

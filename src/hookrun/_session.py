@@ -20,8 +20,8 @@ of state exist are drawn in ``_state.py``, whose ``move`` makes every change and
 any other. ``_lifecycle.py`` makes the first and the last changes (entering, closing),
 ``_recovering.py`` the ones in between.
 
-Orthogonal to the state: ``_busy`` (a step is running) and ``_hook_stop`` (a hook
-requested stop: sticky). ``_admit`` is the one check of ``run``, ``iterate`` and
+Orthogonal to the state: ``_busy`` (a step is running; a clean close from another
+task waits for it, on ``_step_done``) and ``_hook_stop`` (a hook requested stop: sticky). ``_admit`` is the one check of ``run``, ``iterate`` and
 ``run_step_fn``.
 
 Invariants: begin runs once; every created session and coordinator is closed
@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    import anyio
     from anyio.abc import TaskGroup
 
 from ._coordinator import Coordinator
@@ -147,6 +148,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
         self._state = State.NEW
         self._busy = False
+        #: Set by a close that waits for the step running in another task (``_lifecycle.py``).
+        self._step_done: anyio.Event | None = None
         self._hook_stop = False
         self._tg: TaskGroup | None = None
         self._raw: Any = None
@@ -272,6 +275,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
             self._busy = False
+            if self._step_done is not None:  # a close from another task waits for this step
+                self._step_done.set()
 
     def iterate(self, fetches: object = None, feeds: object = None) -> StepIterator:
         """Run one step per item of ``feeds`` and yield each step's results (``async for``).
@@ -299,6 +304,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
             return await self._call_step_fn(step_fn)
         finally:
             self._busy = False
+            if self._step_done is not None:
+                self._step_done.set()
 
     async def _call_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
         if self._raw is None:
