@@ -281,8 +281,8 @@ async def test_a_step_that_loses_its_session_while_closing_is_not_recovered(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A recoverable error of the step the close waits for: no new session is created,
-    run() says the session was closed (the error as its cause), and end is not called
-    with the lost session."""
+    run() says the session was closed (the error as its cause); end then receives that
+    session, as it receives a failed session still waiting to be replaced."""
     log: list[str] = []
     raw = _GatedSession(log, error=UnavailableError("worker lost"))
     creator = _Creator(raw)
@@ -296,8 +296,8 @@ async def test_a_step_that_loses_its_session_while_closing_is_not_recovered(
             raw.gate.set()
     assert len(outcome) == 1 and "was closed while its step failed" in str(outcome[0])
     assert isinstance(outcome[0].__cause__, UnavailableError)
-    assert creator.created == 1 and "end" not in log and raw.closed
-    assert "closing without a session (its last step lost it: UnavailableError('worker lost'))" in caplog.text
+    assert creator.created == 1 and raw.closed
+    assert log == ["before_run", "run", "end", "close"] and "closing without a session" not in caplog.text
 
 
 async def test_a_close_cancelled_while_it_waits_for_the_step_still_closes() -> None:
@@ -321,7 +321,7 @@ async def test_closing_while_a_step_waits_to_re_create_the_session_creates_none(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Closed while run() waits to retry after losing its session: the close does not wait
-    for it, does not end with the lost session, and run() creates no new session."""
+    for it (end receives the failed session, still there), and run() creates no new one."""
     log: list[str] = []
     raw = _GatedSession(log, error=UnavailableError("worker lost"))
     raw.gate.set()
@@ -336,8 +336,8 @@ async def test_closing_while_a_step_waits_to_re_create_the_session_creates_none(
             with anyio.fail_after(0.15):  # well before the retry: the close does not wait
                 await sess.aclose()
     assert len(outcome) == 1 and "was closed before it re-created its session" in str(outcome[0])
-    assert creator.created == 1 and "end" not in log and raw.closed
-    assert "closing without a session (its last step lost it)" in caplog.text
+    assert creator.created == 1 and raw.closed
+    assert log == ["before_run", "run", "end", "close"] and "closing without a session" not in caplog.text
 
 
 async def test_closing_while_a_step_re_creates_the_session_closes_the_new_one(
@@ -361,3 +361,67 @@ async def test_closing_while_a_step_re_creates_the_session_closes_the_new_one(
     assert sess.raw_session() is None
     assert "closing without a session (it is being re-created)" in caplog.text
     assert hook.count("end") == 0 and hook.count("after_create_session") == 2
+
+
+class _ClosesItsSession(SessionRunHook):
+    """after_run awaits ``aclose()`` of the monitored session it runs in (``suspend_first``:
+    after suspending once); what that raised goes to ``raised``."""
+
+    def __init__(self, suspend_first: bool) -> None:
+        self.sess: Any = None
+        self.suspend_first = suspend_first
+        self.raised: list[BaseException] = []
+
+    async def after_run(self, run_context: Any, run_values: Any) -> None:
+        if self.suspend_first:
+            await anyio.lowlevel.checkpoint()
+        try:
+            await self.sess.aclose()
+        except RuntimeError as exc:
+            self.raised.append(exc)
+
+
+class _Suspends(SessionRunHook):
+    async def after_run(self, run_context: Any, run_values: Any) -> None:
+        await anyio.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["alone", "alone after suspending", "first of two", "in a worker"],
+)
+async def test_closing_from_inside_its_own_step_is_refused_not_a_hang(where: str) -> None:
+    """A hook awaiting aclose() of its own session would wait for its own step: refused
+    with a RuntimeError saying what to do, whichever task runs the hook (the caller's,
+    or a worker's when a sibling before it waits); the session stays usable."""
+    closer = _ClosesItsSession(suspend_first=where == "alone after suspending")
+    hooks: list[Any] = {
+        "alone": [closer],
+        "alone after suspending": [closer],
+        "first of two": [closer, _Suspends()],
+        "in a worker": [_Suspends(), closer],
+    }[where]
+    with anyio.fail_after(LIMIT):
+        async with MonitoredSession(_Creator(_GatedSession([])), hooks) as sess:
+            closer.sess = sess
+            sess_raw = sess.raw_session()
+            sess_raw.gate.set()
+            assert await sess.run(["x"]) == [1]
+            assert len(closer.raised) == 1 and "from inside one of its own steps" in str(closer.raised[0])
+            assert "request_stop()" in str(closer.raised[0])
+            assert not sess.should_stop() and await sess.run(["x"]) == [1]
+
+
+async def test_closing_from_inside_its_own_step_fn_is_refused() -> None:
+    raw = _GatedSession([])
+    raw.gate.set()
+    with anyio.fail_after(LIMIT):
+        async with MonitoredSession(_Creator(raw), [_Logging([], "plain")]) as sess:
+
+            async def step_fn(step_context: StepContext) -> None:
+                await sess.aclose()
+
+            with pytest.raises(RuntimeError, match="from inside one of its own steps"):
+                await sess.run_step_fn(step_fn)
+            assert not sess.should_stop()
+    assert raw.closed

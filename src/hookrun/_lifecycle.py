@@ -12,8 +12,9 @@ the task group, left last so that it outlives every task it holds.
 A clean close from another task while a step runs (OPEN) waits for that step to end
 (no new step starts once the close began), then ends and closes: ``end`` comes after
 the step's ``after_run`` and the session is never closed under its run. A step that
-fails with a recoverable error meanwhile is not recovered (``SessionClosedError``), and
-``end`` is not called with the lost session.
+fails with a recoverable error meanwhile is not recovered (``SessionClosedError``);
+``end`` receives that session, as it receives a failed session still waiting to be
+replaced.
 
 A close from another task while the session is being entered wins: the entry creates
 no session after it, closes the one created meanwhile (``after_create_session`` ran,
@@ -27,6 +28,7 @@ notes); a close after an error adds them to that error as notes instead.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -116,6 +118,12 @@ class Lifecycle:
         Closing twice does nothing. Leaving ``async with`` afterwards also does nothing more.
         """
         if self._state in _STEPPABLE:
+            if self._busy and _inside_own_step(self):
+                raise RuntimeError(
+                    f"{type(self).__name__}.aclose() called from inside one of its own steps (a hook or "
+                    "a step function): a close waits for the running step, which would wait for ever; "
+                    "call run_context.request_stop() and leave the 'async with' block instead"
+                )
             await self._close(call_end=True, error=None)
 
     async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
@@ -141,12 +149,10 @@ class Lifecycle:
                 interrupted, call_end = exc, False
             finally:
                 self._step_done = None
-        if call_end and (self._raw is None or self._broken is not None or was is State.RECOVERING):
-            # No session to end with (its last step lost it, re-creating it failed, or it
-            # is being created in another task): ``end`` never receives None or a lost one.
-            if self._raw is not None:
-                why = "its last step lost it" + ("" if self._broken is None else f": {self._broken!r}")
-            elif self._broken is not None:
+        if call_end and self._raw is None:
+            # No session to end with (re-creating it failed, or it is being created in
+            # another task): ``end`` never receives None.
+            if self._broken is not None:
                 why = f"re-creating it failed: {self._broken!r}"
             else:  # another task is creating it: entering, or recovering
                 why = "it is being created" if self._stats.sessions_created == 0 else "it is being re-created"
@@ -220,6 +226,25 @@ class Lifecycle:
         if self._tg is None:
             raise SessionClosedError(f"{type(self).__name__} is not open")
         return self._tg
+
+
+def _inside_own_step(session: object) -> bool:
+    """Whether the caller runs inside a step of ``session``: in the task running its
+    ``run`` / ``run_step_fn`` (their frames are on the stack), or in one of the workers
+    running its hooks. Only asked when a close finds a step running (never on a step)."""
+    from ._workers import WorkerPool  # the close path only
+
+    pool = getattr(session, "_dispatcher", None)
+    pool = getattr(pool, "_pool", None)
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in ("run", "run_step_fn") and frame.f_locals.get("self") is session:
+            return True
+        if code is WorkerPool._work.__code__ and pool is not None and frame.f_locals.get("self") is pool:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 async def _aclose(raw: object) -> None:

@@ -183,7 +183,6 @@ class Recovering:
                 if cause is None:
                     raise failed
                 if self._state is State.CLOSED:  # closed by another task while the step ran
-                    self._broken = cause  # the session is lost: the close does not end with it
                     raise SessionClosedError(
                         f"{type(self).__name__} was closed while its step failed; the session is not re-created"
                     ) from failed
