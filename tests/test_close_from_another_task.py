@@ -395,12 +395,13 @@ async def test_closing_from_inside_its_own_step_is_refused_not_a_hang(where: str
     with a RuntimeError saying what to do, whichever task runs the hook (the caller's,
     or a worker's when a sibling before it waits); the session stays usable."""
     closer = _ClosesItsSession(suspend_first=where == "alone after suspending")
-    hooks: list[Any] = {
+    by_place: dict[str, list[Any]] = {
         "alone": [closer],
         "alone after suspending": [closer],
         "first of two": [closer, _Suspends()],
         "in a worker": [_Suspends(), closer],
-    }[where]
+    }
+    hooks = by_place[where]
     with anyio.fail_after(LIMIT):
         async with MonitoredSession(_Creator(_GatedSession([])), hooks) as sess:
             closer.sess = sess
