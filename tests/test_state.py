@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from hookrun._state import STEPPABLE, TRANSITIONS, State, move
+from hookrun._state import CLOSABLE, STEPPABLE, TRANSITIONS, State, move
 
 
 def test_every_state_has_its_changes_listed() -> None:
@@ -23,6 +23,7 @@ def test_move_allows_only_the_listed_changes(current: State, new: State) -> None
             move(current, new)
 
 
-def test_closed_is_final_and_only_stepping_states_close() -> None:
+def test_closed_is_final_and_every_state_but_new_closes() -> None:
     assert TRANSITIONS[State.CLOSED] == frozenset()
-    assert {state for state, changes in TRANSITIONS.items() if State.CLOSED in changes} == STEPPABLE
+    assert {state for state, changes in TRANSITIONS.items() if State.CLOSED in changes} == CLOSABLE
+    assert STEPPABLE | {State.ENTERING} == CLOSABLE

@@ -2,8 +2,8 @@
 (``_session.py``; the attributes it reads are declared below, set by the constructor).
 
 Entering (``__aenter__``) opens the session's task group, runs every hook's ``begin``
-(once, ever), creates the first session (``_recovering.py``) and moves NEW → BROKEN (open, no
-session yet) → OPEN.
+(once, ever), creates the first session (``_recovering.py``) and moves NEW → ENTERING →
+OPEN; no step starts while it enters (``run()`` from another task is refused).
 Closing (``aclose``, ``__aexit__``, or an entry that failed) moves any state to CLOSED:
 every hook's ``end`` when the exit is clean and there is a session to end with, then
 the coordinator and the raw session, shielded and bounded by the grace period, then
@@ -38,7 +38,7 @@ import anyio
 from ._coordinator import close_hosted
 from ._errors import CLEAN_STOP_TYPES, SessionClosedError
 from ._log import log_warning
-from ._state import STEPPABLE as _STEPPABLE
+from ._state import CLOSABLE as _CLOSABLE
 from ._state import State, move
 
 if TYPE_CHECKING:
@@ -86,12 +86,12 @@ class Lifecycle:
         assert isinstance(self, Lifecycle)
         if self._state is not State.NEW:
             raise RuntimeError(f"{type(self).__name__} can be entered only once (it is {self._state.value})")
-        self._state = move(self._state, State.BROKEN)  # open, no session yet
+        self._state = move(self._state, State.ENTERING)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
             await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
-            if self._state is State.BROKEN:  # still entering: not closed by another task meanwhile
+            if self._state is State.ENTERING:  # not closed by another task meanwhile
                 await self._create(self._retry.budget())
             if self._state is State.CLOSED:  # another task closed it: close what was created since
                 await self._close_current(raise_errors=False)
@@ -117,7 +117,7 @@ class Lifecycle:
 
         Closing twice does nothing. Leaving ``async with`` afterwards also does nothing more.
         """
-        if self._state in _STEPPABLE:
+        if self._state in _CLOSABLE:
             if self._busy and _inside_own_step(self):
                 raise RuntimeError(
                     f"{type(self).__name__}.aclose() called from inside one of its own steps (a hook or "
@@ -128,7 +128,7 @@ class Lifecycle:
 
     async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
         try:
-            if self._state in _STEPPABLE:
+            if self._state in _CLOSABLE:
                 await self._close(call_end=call_end, error=error)
         finally:
             await self._exit_task_group()

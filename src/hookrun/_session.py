@@ -15,7 +15,7 @@ module                owns
 ``_state.py``         ``State``, its changes (``move``)
 ====================  ================================================================
 
-The states (NEW, OPEN, RECOVERING, BROKEN, CLOSED), what each means and which changes
+The states (NEW, ENTERING, OPEN, RECOVERING, BROKEN, CLOSED), what each means and which changes
 of state exist are drawn in ``_state.py``, whose ``move`` makes every change and refuses
 any other. ``_lifecycle.py`` makes the first and the last changes (entering, closing),
 ``_recovering.py`` the ones in between.
@@ -231,6 +231,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         name = type(self).__name__
         if self._state is State.NEW:
             raise SessionClosedError(f"{name}.{what} called outside 'async with'")
+        if self._state is State.ENTERING:
+            raise SessionClosedError(f"{name}.{what} called while the session is being entered (from another task)")
         if self._state is State.CLOSED:
             raise SessionClosedError(f"{name}.{what} called after the session closed")
         if self._busy:

@@ -1,7 +1,8 @@
-"""aclose() from another task: while the session is being entered the close wins and
-nothing created during the entry is left open; while a step runs, the close waits for
-it, then ends and closes (``end`` after ``after_run``, never a session closed under its
-run)."""
+"""Calls from another task. aclose(): while the session is being entered the close
+wins and nothing created during the entry is left open; while a step runs, the close
+waits for it, then ends and closes (``end`` after ``after_run``, never a session closed
+under its run); from inside its own step it is refused. run(): refused while the
+session is being entered."""
 
 from __future__ import annotations
 
@@ -426,3 +427,31 @@ async def test_closing_from_inside_its_own_step_fn_is_refused() -> None:
                 await sess.run_step_fn(step_fn)
             assert not sess.should_stop()
     assert raw.closed
+
+
+@pytest.mark.parametrize("session_type", SESSION_TYPES)
+async def test_a_step_while_the_session_is_being_entered_is_refused(session_type: type[Any]) -> None:
+    """run() from another task while ``async with`` creates the first session: refused at
+    once (it used to create a second session beside the entry's); should_stop() is true
+    until the entry is done; the entry then opens normally with its one session."""
+    creator = _GatedCreator()
+    sess = session_type(creator, [RecordingHook()])
+    entered = anyio.Event()
+    with anyio.fail_after(LIMIT):
+
+        async def enter() -> None:
+            async with sess:
+                entered.set()
+                assert await sess.run(["x"]) == [1]
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(enter)
+            await creator.creating.wait()
+            assert sess.should_stop()
+            with pytest.raises(SessionClosedError, match="called while the session is being entered"):
+                await sess.run(["x"])
+            with pytest.raises(SessionClosedError, match="being entered"):
+                sess.iterate(["x"])
+            creator.gate.set()
+            await entered.wait()
+    assert len(creator.sessions) == 1 and creator.sessions[0].closed
