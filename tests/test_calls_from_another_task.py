@@ -455,3 +455,28 @@ async def test_a_step_while_the_session_is_being_entered_is_refused(session_type
             creator.gate.set()
             await entered.wait()
     assert len(creator.sessions) == 1 and creator.sessions[0].closed
+
+
+async def test_a_second_close_returns_once_the_first_is_done() -> None:
+    """Two tasks close while a step runs: neither returns before the session is closed,
+    and end runs once; leaving the block meanwhile waits for that close too."""
+    log: list[str] = []
+    raw = _GatedSession(log)
+    sess = MonitoredSession(_Creator(raw), [_Logging(log, "plain")])
+    returned: list[bool] = []
+
+    async def close() -> None:
+        await sess.aclose()
+        returned.append(raw.closed)
+
+    with anyio.fail_after(LIMIT):
+        async with sess, anyio.create_task_group() as tg:
+            tg.start_soon(sess.run, ["x"])
+            await raw.running.wait()
+            tg.start_soon(close)
+            await anyio.sleep(0.01)
+            tg.start_soon(close)
+            await anyio.sleep(0.01)
+            assert returned == [] and not raw.closed
+            raw.gate.set()
+    assert returned == [True, True] and log.count("end") == 1 and log.count("close") == 1

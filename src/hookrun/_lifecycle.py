@@ -72,6 +72,7 @@ class Lifecycle:
     _stats: Collector
     _busy: bool
     _step_done: anyio.Event | None
+    _closing: anyio.Event | None
 
     _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
     _step_now: Callable[[], int | None]  # the session's (_session.py)
@@ -115,7 +116,8 @@ class Lifecycle:
     async def aclose(self) -> None:
         """End cleanly: every hook's ``end``, then close the coordinator and the session.
 
-        Closing twice does nothing. Leaving ``async with`` afterwards also does nothing more.
+        Closing twice does nothing more; a close while another task closes the session
+        returns once that close is done. Leaving ``async with`` afterwards does nothing more.
         """
         if self._state in _CLOSABLE:
             if self._busy and _inside_own_step(self):
@@ -125,15 +127,27 @@ class Lifecycle:
                     "call run_context.request_stop() and leave the 'async with' block instead"
                 )
             await self._close(call_end=True, error=None)
+        elif self._closing is not None:
+            await self._closing.wait()  # another task is closing it
 
     async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
         try:
             if self._state in _CLOSABLE:
                 await self._close(call_end=call_end, error=error)
+            elif self._closing is not None:
+                await self._closing.wait()  # another task is closing it: the task group outlives that
         finally:
             await self._exit_task_group()
 
     async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
+        """Close for good (``_closing`` is set once done, for closes from other tasks)."""
+        self._closing = closing = anyio.Event()
+        try:
+            await self._close_now(call_end=call_end, error=error)
+        finally:
+            closing.set()
+
+    async def _close_now(self, *, call_end: bool, error: BaseException | None) -> None:
         """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
         was, self._state = self._state, move(self._state, State.CLOSED)
         failures: list[BaseException] = []

@@ -150,6 +150,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         self._busy = False
         #: Set by a close that waits for the step running in another task (``_lifecycle.py``).
         self._step_done: anyio.Event | None = None
+        #: Set once a close is done (``_lifecycle.py``); None until one starts.
+        self._closing: anyio.Event | None = None
         self._hook_stop = False
         self._tg: TaskGroup | None = None
         self._raw: Any = None
