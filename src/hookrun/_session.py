@@ -21,8 +21,8 @@ any other. ``_lifecycle.py`` makes the first and the last changes (entering, clo
 ``_recovering.py`` the ones in between.
 
 Orthogonal to the state: ``_busy`` (a step is running; a clean close from another
-task waits for it, on ``_step_done``) and ``_hook_stop`` (a hook requested stop: sticky). ``_admit`` is the one check of ``run``, ``iterate`` and
-``run_step_fn``.
+task waits for it, on ``_step_done``) and ``_hook_stop`` (a hook requested stop:
+sticky). ``_admit`` is the one check of ``run``, ``iterate`` and ``run_step_fn``.
 
 Invariants: begin runs once; every created session and coordinator is closed
 exactly once; after_run runs only after a successful session run; a hook stop
