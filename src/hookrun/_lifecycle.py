@@ -156,10 +156,9 @@ class Lifecycle:
         if call_end and was is State.OPEN and self._busy:
             # A step runs in another task (no new one starts: the state is CLOSED): end and
             # close after it, never under it. Cancelled while waiting: close without end.
-            self._step_done = done = anyio.Event()
+            self._step_done = anyio.Event()
             try:
-                while self._busy:
-                    await done.wait()
+                await self._step_done.wait()  # set by the step's end (``run``, ``run_step_fn``)
             except BaseException as exc:
                 interrupted, call_end = exc, False
             finally:
