@@ -120,28 +120,27 @@ class Lifecycle:
         Closing twice does nothing more; a close while another task closes the session
         returns once that close is done. Leaving ``async with`` afterwards does nothing more.
         """
-        if self._state in _CLOSABLE:
-            if self._busy and _inside_own_step(self):
-                raise RuntimeError(
-                    f"{type(self).__name__}.aclose() called from inside one of its own steps (a hook or "
-                    "a step function): a close waits for the running step, which would wait for ever; "
-                    "call run_context.request_stop() and leave the 'async with' block instead"
-                )
-            await self._close(call_end=True, error=None)
-        elif self._closing is not None:
-            await self._closing.wait()  # another task is closing it
+        if self._state in _CLOSABLE and self._busy and _inside_own_step(self):
+            raise RuntimeError(
+                f"{type(self).__name__}.aclose() called from inside one of its own steps (a hook or "
+                "a step function): a close waits for the running step, which would wait for ever; "
+                "call run_context.request_stop() and leave the 'async with' block instead"
+            )
+        await self._close(call_end=True, error=None)
 
     async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
         try:
-            if self._state in _CLOSABLE:
-                await self._close(call_end=call_end, error=error)
-            elif self._closing is not None:
-                await self._closing.wait()  # another task is closing it: the task group outlives that
+            await self._close(call_end=call_end, error=error)
         finally:
             await self._exit_task_group()
 
     async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
-        """Close for good (``_closing`` is set once done, for closes from other tasks)."""
+        """Close for good, or wait for the close another task has under way (``_closing``,
+        set once it is done); nothing when never entered or already closed."""
+        if self._state not in _CLOSABLE:
+            if self._closing is not None:
+                await self._closing.wait()
+            return
         self._closing = closing = anyio.Event()
         try:
             await self._close_now(call_end=call_end, error=error)

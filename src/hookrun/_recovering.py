@@ -132,6 +132,8 @@ class Recovering:
         stats.recoveries += 1
 
     async def _replace_session(self, budget: RetryBudget) -> None:
+        if self._state is State.CLOSED:  # closed by another task while the step waited to retry
+            raise SessionClosedError(f"{type(self).__name__} was closed before it re-created its session")
         if self._state is State.RECOVERING:
             self._state = move(self._state, State.BROKEN)
             coord_error = self._coord.exception if self._coord is not None else None
@@ -192,8 +194,6 @@ class Recovering:
                     raise cause from (failed if cause is not failed else None)
                 failed = None
             try:
-                if self._state is State.CLOSED:  # closed by another task while waiting to retry
-                    raise SessionClosedError(f"{type(self).__name__} was closed before it re-created its session")
                 if self._needs_recovery():
                     held = self._held_recoverable()
                     if held is not None and self._state is State.OPEN:
