@@ -318,27 +318,111 @@ async def test_a_close_cancelled_while_it_waits_for_the_step_still_closes() -> N
     assert log[:3] == ["before_run", "close", "run"] and "end" not in log
 
 
+#: A back-off far longer than ``LIMIT``: a test that waited it out would fail.
+LONG_BACKOFF = RetryPolicy(initial_delay=10 * LIMIT, jitter=False)
+
+
 async def test_closing_while_a_step_waits_to_re_create_the_session_creates_none(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Closed while run() waits to retry after losing its session: the close does not wait
-    for it (end receives the failed session, still there), and run() creates no new one."""
+    for it (end receives the failed session, still there); run() stops waiting at once and
+    raises, from the error it waited after, and creates no new session."""
     log: list[str] = []
     raw = _GatedSession(log, error=UnavailableError("worker lost"))
     raw.gate.set()
     creator = _Creator(raw)
     outcome: list[BaseException] = []
-    sess = MonitoredSession(creator, [_Logging(log, "plain")], retry=RetryPolicy(initial_delay=0.2, jitter=False))
+    sess = MonitoredSession(creator, [_Logging(log, "plain")], retry=LONG_BACKOFF)
     with anyio.fail_after(LIMIT), caplog.at_level(logging.WARNING, logger="hookrun"):
         async with sess, anyio.create_task_group() as tg:
             tg.start_soon(_run_expecting_close, sess, outcome)
             await raw.running.wait()
-            await anyio.sleep(0.01)  # run() lost the session and waits to retry
-            with anyio.fail_after(0.15):  # well before the retry: the close does not wait
-                await sess.aclose()
-    assert len(outcome) == 1 and "was closed before it re-created its session" in str(outcome[0])
+            await _until_logged(caplog, "recovering: re-creating the session")  # run() waits to retry
+            await sess.aclose()
+    assert len(outcome) == 1 and "was closed while it waited to retry" in str(outcome[0])
+    assert isinstance(outcome[0].__cause__, UnavailableError)
     assert creator.created == 1 and raw.closed
     assert log == ["before_run", "run", "end", "close"] and "closing without a session" not in caplog.text
+    assert sess.statistics().recoveries == 0
+
+
+async def _until_logged(caplog: pytest.LogCaptureFixture, text: str) -> None:
+    """Wait until a record with ``text`` is logged (at once if one already was)."""
+    logged = anyio.Event()
+
+    class _Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if text in record.getMessage():
+                logged.set()
+
+    watch = _Watch()
+    logging.getLogger("hookrun").addHandler(watch)
+    try:
+        if text not in caplog.text:
+            await logged.wait()
+    finally:
+        logging.getLogger("hookrun").removeHandler(watch)
+
+
+class _FailingCreator:
+    """Creating a session fails with ``UnavailableError`` from the ``failing_from``-th
+    creation on; the ones before succeed and their runs fail the same way."""
+
+    def __init__(self, failing_from: int) -> None:
+        self.failing_from = failing_from
+        self.attempts = 0
+        self.sessions: list[_Session] = []
+
+    async def create_session(self) -> _Session:
+        self.attempts += 1
+        if self.attempts > self.failing_from:
+            raise UnavailableError("no worker")
+        session = _Session(fail=True)
+        self.sessions.append(session)
+        return session
+
+
+async def test_closing_while_the_entry_waits_to_retry_creating_stops_the_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Closed while the entry waits to retry creating the first session: the entry stops
+    waiting at once and raises; nothing is created, the body never runs."""
+    creator = _FailingCreator(failing_from=0)
+    hook = RecordingHook()
+    sess = MonitoredSession(creator, [hook], retry=LONG_BACKOFF)
+    outcome: list[BaseException] = []
+    body: list[str] = []
+    with anyio.fail_after(LIMIT), caplog.at_level(logging.WARNING, logger="hookrun"):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_enter, sess, outcome, body)
+            await _until_logged(caplog, "creating the session failed; retrying")
+            await sess.aclose()
+    assert len(outcome) == 1 and "was closed while it waited to retry" in str(outcome[0])
+    assert isinstance(outcome[0].__cause__, UnavailableError)
+    assert body == [] and creator.attempts == 1 and sess.raw_session() is None
+    assert hook.count("begin") == 1 and hook.count("after_create_session") == 0 and hook.count("end") == 0
+
+
+async def test_closing_while_recovery_waits_to_retry_creating_stops_the_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Closed while run() waits to retry re-creating a lost session (the first attempt
+    failed): run() stops waiting at once and raises; no session is left open."""
+    creator = _FailingCreator(failing_from=1)
+    hook = RecordingHook()
+    outcome: list[BaseException] = []
+    retry = RetryPolicy(initial_delay=0.001, multiplier=1e6, max_delay=10 * LIMIT, jitter=False)  # then 100 s
+    with anyio.fail_after(LIMIT), caplog.at_level(logging.WARNING, logger="hookrun"):
+        async with MonitoredSession(creator, [hook], retry=retry) as sess, anyio.create_task_group() as tg:
+            tg.start_soon(_run_expecting_close, sess, outcome)
+            await _until_logged(caplog, "creating the session failed; retrying")
+            await sess.aclose()
+    assert len(outcome) == 1 and "was closed while it waited to retry" in str(outcome[0])
+    assert isinstance(outcome[0].__cause__, UnavailableError)
+    assert creator.attempts == 2 and [s.closed for s in creator.sessions] == [True]
+    assert sess.raw_session() is None
+    assert hook.count("after_create_session") == 1 and hook.count("end") == 0
 
 
 async def test_closing_while_a_step_re_creates_the_session_closes_the_new_one(

@@ -14,7 +14,8 @@ A clean close from another task while a step runs (OPEN) waits for that step to 
 the step's ``after_run`` and the session is never closed under its run. A step that
 fails with a recoverable error meanwhile is not recovered (``SessionClosedError``);
 ``end`` receives that session, as it receives a failed session still waiting to be
-replaced. A close from inside that very step (a hook, a step function) is refused, as
+replaced. A step (or an entry) waiting to retry stops waiting at once and raises
+``SessionClosedError``, creating nothing. A close from inside that very step (a hook, a step function) is refused, as
 it would wait for itself; a second close waits for the first one to be done.
 
 A close from another task while the session is being entered wins: the entry creates
@@ -74,6 +75,7 @@ class Lifecycle:
     _busy: bool
     _step_done: anyio.Event | None
     _closing: anyio.Event | None
+    _backoff: anyio.CancelScope | None
 
     _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
     _step_now: Callable[[], int | None]  # the session's (_session.py)
@@ -150,6 +152,8 @@ class Lifecycle:
     async def _close_now(self, *, call_end: bool, error: BaseException | None) -> None:
         """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
         was, self._state = self._state, move(self._state, State.CLOSED)
+        if self._backoff is not None:  # another task waits to retry: it stops waiting at once
+            self._backoff.cancel()
         failures: list[BaseException] = []
         interrupted: BaseException | None = None
         if call_end and was is State.OPEN and self._busy:

@@ -13,7 +13,8 @@ recovering before each attempt that needs it, or until the policy gives up.
 
 Invariants: a recovery that is interrupted (cancelled) leaves RECOVERING or BROKEN, so
 the next call resumes it; a session created after another task closed the monitored
-session is closed at once (``SessionClosedError``), never left open; ``_broken`` holds
+session is closed at once (``SessionClosedError``), never left open, and a close cuts a
+wait to retry short (``SessionClosedError``, from the error it waited after); ``_broken`` holds
 why there is no session; the time spent recovering and waiting to retry is counted in
 the statistics.
 """
@@ -63,6 +64,8 @@ class Recovering:
     _raw: Any
     _coord: Coordinator | None
     _broken: BaseException | None
+    #: The scope of a wait to retry under way (set only while waiting): a close cancels it.
+    _backoff: anyio.CancelScope | None
 
     _close_current: Callable[..., Coroutine[Any, Any, list[BaseException]]]  # Lifecycle's (_lifecycle.py)
     _step_now: Callable[[], int | None]  # the session's (_session.py)
@@ -87,12 +90,15 @@ class Recovering:
         stats = self._stats
         started = stats.now()
         try:
-            return await budget.wait_to_retry(cause, action=action, step=self._step_now())
+            with anyio.CancelScope() as self._backoff:  # a close from another task cuts it short
+                return await budget.wait_to_retry(cause, action=action, step=self._step_now())
         finally:
+            self._backoff = None
             waited = stats.now() - started
             stats.retry_wait_seconds += waited
             if recovery:
                 stats.recovery_seconds += waited
+        raise SessionClosedError(f"{type(self).__name__} was closed while it waited to retry") from cause
 
     async def _create_once(self) -> None:
         raw = await self._create_session()

@@ -152,6 +152,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         self._step_done: anyio.Event | None = None
         #: Set once a close is done (``_lifecycle.py``); None until one starts.
         self._closing: anyio.Event | None = None
+        #: The wait to retry under way, if any (``_recovering.py``); a close cancels it.
+        self._backoff: anyio.CancelScope | None = None
         self._hook_stop = False
         self._tg: TaskGroup | None = None
         self._raw: Any = None
