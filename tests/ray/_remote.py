@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
 import ray
 
 
@@ -46,14 +47,16 @@ def failing(feed: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def blocking(feed: Mapping[str, Any]) -> dict[str, Any]:
-    """Tells the latch it started, then blocks until cancelled (and says so)."""
+    """Tells the latch it started, then blocks until cancelled, and says so by creating the
+    file ``feed["cancelled"]``: not by a call to the latch, which the cancellation of this
+    task may cancel too (``ray.cancel`` is recursive), racing with the call being made."""
     latch = feed["latch"]
     try:
         ray.get(latch.set.remote("started", os.getpid()))  # the cancel may land in here already
         for _ in range(1200):  # Python code between sleeps: where ray.cancel can interrupt
             time.sleep(0.1)
-    except KeyboardInterrupt:  # what ray.cancel raises in a running task
-        ray.get(latch.set.remote("cancelled"))
+    except (KeyboardInterrupt, ray.exceptions.TaskCancelledError):  # what ray.cancel raises here
+        open(feed["cancelled"], "w").close()
         raise
     return {}
 
@@ -100,7 +103,8 @@ class Broken:
 
 
 class _AsyncModel:
-    """An async session actor whose ``run`` waits until cancelled (and says so)."""
+    """An async session actor whose ``run`` waits until cancelled, and says so by creating
+    the file ``feeds["cancelled"]`` (as ``blocking`` does)."""
 
     async def run(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
         latch = feeds["latch"]
@@ -108,7 +112,7 @@ class _AsyncModel:
         try:
             await asyncio.sleep(120)
         except asyncio.CancelledError:
-            await latch.set.remote("cancelled")
+            await anyio.Path(feeds["cancelled"]).touch()
             raise
         return [None for _ in fetches]
 

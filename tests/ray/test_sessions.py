@@ -102,16 +102,26 @@ async def test_crashed_worker_recovers_by_recreating_the_session(tmp_path: Path)
     assert hook.created == 2
 
 
-async def test_outside_cancellation_cancels_the_remote_task() -> None:
+async def until_exists(path: Path) -> None:
+    """Wait (up to 60 s) for a file a remote task creates: a local cluster shares the disk."""
+    for _ in range(1200):
+        if await anyio.Path(path).exists():
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"{path.name} was never created")
+
+
+async def test_outside_cancellation_cancels_the_remote_task(tmp_path: Path) -> None:
     """Cancelling the caller frees it at once and ray.cancel interrupts the running task."""
     latch = _remote.Latch.remote()
     session = RayStepSession(_remote.blocking)
+    cancelled = tmp_path / "cancelled"
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(session.run, [], {"latch": latch})
+            tg.start_soon(session.run, [], {"latch": latch, "cancelled": str(cancelled)})
             await remote_wait(latch.wait.remote("started"))
             tg.cancel_scope.cancel()
-        await remote_wait(latch.wait.remote("cancelled"))
+    await until_exists(cancelled)
 
 
 async def test_actor_session_results_state_and_tags() -> None:
@@ -197,15 +207,17 @@ async def test_constructor_error_surfaces_in_create_session() -> None:
     assert creator.created == 0
 
 
-async def test_timeout_frees_the_caller_and_cancels_the_actor_call() -> None:
+async def test_timeout_frees_the_caller_and_cancels_the_actor_call(tmp_path: Path) -> None:
     """RunOptions.timeout raises DeadlineExceededError and ray.cancel reaches the async actor."""
     latch = _remote.Latch.remote()
+    cancelled = tmp_path / "cancelled"
+    feeds = {"latch": latch, "cancelled": str(cancelled)}
     async with RayActorSessionCreator(_remote.AsyncModel) as creator:
         with anyio.fail_after(60):
             async with hookrun.MonitoredSession(creator) as sess:
                 with pytest.raises(hookrun.DeadlineExceededError):
-                    await sess.run([], {"latch": latch}, options=hookrun.RunOptions(timeout=1.0))
-                await remote_wait(latch.wait.remote("cancelled"))
+                    await sess.run([], feeds, options=hookrun.RunOptions(timeout=1.0))
+                await until_exists(cancelled)
 
 
 def test_creator_options_are_checked() -> None:
