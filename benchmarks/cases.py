@@ -29,7 +29,7 @@ from hookrun import (
     SessionRunValues,
     SingularMonitoredSession,
 )
-from hookrun._wake import waker_factory
+from hookrun._wake import scope_factory, waker_factory
 
 from ._harness import Case, Timing, clock, timed
 from .reference import ReferenceSession, drive
@@ -470,6 +470,54 @@ def _ctx_send(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
         return probe
 
     return make
+
+
+def _async_floor(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
+    """The least a step of ``k`` async no-op hooks does with hookrun's guarantees, and no
+    dispatcher: each phase's coroutines created and awaited in turn inside one coroutine,
+    started in place in one copied context (each hook's context equal to the caller's),
+    and, when a phase has more than one async hook (one may wait while another fails),
+    one cancel scope of the backend around both phases, entered before the first call."""
+
+    def make(tg: anyio.abc.TaskGroup) -> Probe:
+        befores = [hook.before_run for hook in (AsyncNoop() for _ in range(k))]
+        afters = [hook.after_run for hook in (AsyncNoop() for _ in range(k))]
+        ctx = SessionRunContext(SessionRunArgs(), None)
+        values = SessionRunValues(None, RunOptions(), RunMetadata(), 0)
+        new_scope = scope_factory()
+
+        async def before() -> None:
+            for fn in befores:
+                await fn(ctx)
+
+        async def after() -> None:
+            for fn in afters:
+                await fn(ctx, values)
+
+        def start(phase: Coroutine[Any, Any, None]) -> None:
+            try:
+                copy_context().run(phase.send, None)
+            except StopIteration:
+                return
+            raise RuntimeError("a no-op hook suspended")  # pragma: no cover
+
+        async def probe() -> None:
+            start(before())
+            start(after())
+
+        async def scoped_probe() -> None:
+            with new_scope():
+                start(before())
+                start(after())
+
+        return scoped_probe if k > 1 else probe
+
+    return make
+
+
+def async_floor_case(k: int) -> Case:
+    """``floor_async_K``: the bare step plus ``_async_floor(k)``."""
+    return Case(f"floor_async_{k}", probe_step(_async_floor(k)))
 
 
 def _sleep(tg: anyio.abc.TaskGroup) -> Probe:

@@ -13,7 +13,11 @@ next to hookrun's figures measured in the same process and the same rounds.
   iterations).
 * pluggy: a ``before_run`` and an ``after_run`` hook call with K implementations;
   no baseline (the whole two calls).
-* hookrun (asyncio): async and plain-function no-op hooks, over the bare step.
+* hookrun (on ``--backend``, asyncio by default): async and plain-function no-op
+  hooks, over the bare step; and the floor of the async column: what a step of K
+  async no-op hooks does at the least with hookrun's guarantees (each hook's
+  coroutine created and awaited in place in a copied context, and one cancel scope
+  around both phases when a phase has more than one async hook), with no dispatcher.
 
 Each peer is optional (``pip install tensorflow-cpu pytorch-ignite pluggy`` with the
 CPU torch); a missing one is reported and skipped. Like ``python -m benchmarks``,
@@ -54,7 +58,7 @@ from ._harness import (
     pin_cpu,
     timed,
 )
-from .cases import BASELINE, bare_step, hooked_step, hooks_of
+from .cases import BASELINE, async_floor_case, bare_step, hooked_step, hooks_of
 from .report import DASH, fmt, fmt_stats
 
 __all__ = ["main"]
@@ -228,11 +232,12 @@ def pluggy_cases(ks: Sequence[int]) -> list[Case]:
 
 
 def hookrun_cases(ks: Sequence[int]) -> list[Case]:
-    """hookrun's bare step and K async / plain no-op hooks (as in ``cases.py``)."""
+    """hookrun's bare step, K async / plain no-op hooks (as in ``cases.py``) and the floor
+    of the async ones."""
     cases = [Case(BASELINE, bare_step())]
     for kind in ("async", "plain"):
         cases += [Case(f"{kind}_{k}", hooked_step(hooks_of(kind, k))) for k in ks]
-    return cases
+    return cases + [async_floor_case(k) for k in ks]
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -249,6 +254,7 @@ COLUMNS: dict[str, tuple[str, str | None, str]] = {
     "pluggy (2 calls)": ("pluggy_", None, "nothing (the whole two calls)"),
     "hookrun async": ("async_", BASELINE, "bare step"),
     "hookrun plain": ("plain_", BASELINE, "bare step"),
+    "hookrun async floor": ("floor_async_", BASELINE, "bare step"),
 }
 
 
@@ -271,7 +277,7 @@ def render(result: dict[str, Any]) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items() if v)
     lines = [
         f"peers - {meta['date']} - Python {meta['python']} - {versions}",
-        f"CPU: {meta['cpu_model']}, pinned to {meta['pinned_cpus']}",
+        f"CPU: {meta['cpu_model']}, pinned to {meta['pinned_cpus']}; backend {meta.get('backend', 'asyncio')}",
     ]
     lines += [f"skipped {peer}: {why}" for peer, why in result["skipped"].items()]
     lines.append("per-step overhead of K no-op hooks, us, median [min-max]")
@@ -293,7 +299,8 @@ def markdown(result: dict[str, Any]) -> str:
     meta, ks, columns = result["meta"], result["hook_counts"], result["overheads"]
     versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items() if v)
     lines = [
-        f"Measured {meta['date']}: Python {meta['python']}, {versions}; pinned to {meta['pinned_cpus']}; "
+        f"Measured {meta['date']}: Python {meta['python']}, {versions}; {meta.get('backend', 'asyncio')}; "
+        f"pinned to {meta['pinned_cpus']}; "
         f"{meta['rounds']} rounds, {meta.get('clock', 'wall')} clock; run took {meta['duration_s']} s.",
         "",
         "| K | " + " | ".join(f"{c} over {d['baseline']}" for c, d in columns.items()) + " |",
@@ -317,6 +324,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--sample-ms", type=float, default=120.0)
     p.add_argument("--clock", choices=CLOCKS, default="wall", help="wall (default) or cpu (thread CPU time)")
+    p.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio", help="the event loop every case runs in")
     p.add_argument("--json", metavar="PATH", help="write the JSON here (the table then goes to stdout)")
     p.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True, help="pin to the last CPU")
     p.add_argument("--markdown", metavar="JSON", help="only print the Markdown table of a saved result")
@@ -344,9 +352,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"[peers] {message}", file=sys.stderr, flush=True)
 
-    m = anyio.run(measure, cases, args.rounds, args.sample_ms, log, None, args.clock)
-    meta = machine_info(("anyio", "hookrun", "tensorflow-cpu", "tensorflow", "pytorch-ignite", "torch", "pluggy"))
-    meta.update(pinned_cpus=pinned, rounds=args.rounds, clock=args.clock, duration_s=round(time.perf_counter() - started, 1))
+    m = anyio.run(measure, cases, args.rounds, args.sample_ms, log, None, args.clock, backend=args.backend)
+    meta = machine_info(("anyio", "trio", "hookrun", "tensorflow-cpu", "tensorflow", "pytorch-ignite", "torch", "pluggy"))
+    meta.update(
+        pinned_cpus=pinned, rounds=args.rounds, clock=args.clock, backend=args.backend,
+        duration_s=round(time.perf_counter() - started, 1),
+    )
     result = {
         "meta": meta,
         "hook_counts": ks,

@@ -129,3 +129,20 @@ def test_remote_dask_quick(tmp_path: Path) -> None:
     for name, value in rates.items():
         _check_stats(value, f"pipeline.{name}")
     _check_targets(result, {"noop_10_asyncio", "noop_10_trio"})
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_peers_tiny_run_has_every_hookrun_column(backend: str, tmp_path: Path) -> None:
+    """The peers run on either backend, its hookrun columns (the async floor included)
+    complete for every K; the peers themselves are optional (skipped when missing)."""
+    from benchmarks import peers
+
+    out = tmp_path / "peers.json"
+    argv = ["--peers", "pluggy", "--hooks", "0,2", "--rounds", "1", "--sample-ms", "2", "--no-pin"]
+    assert peers.main([*argv, "--backend", backend, "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["meta"]["backend"] == backend
+    for column in ("hookrun async", "hookrun plain", "hookrun async floor"):
+        for k in ("0", "2"):
+            _check_stats(result["overheads"][column]["overhead_us"][k], f"{column} K={k}", positive=False)
+    assert ("pluggy (2 calls)" in result["overheads"]) != ("pluggy" in result["skipped"])
