@@ -477,7 +477,9 @@ def _async_floor(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
     dispatcher: each phase's coroutines created and awaited in turn inside one coroutine,
     started in place in one copied context (each hook's context equal to the caller's),
     and, when a phase has more than one async hook (one may wait while another fails),
-    one cancel scope of the backend around both phases, entered before the first call."""
+    one cancel scope of the backend around both phases, entered before the first call.
+    One hook a phase is started with ``send`` itself (no coroutine around it); no hook,
+    nothing at all."""
 
     def make(tg: anyio.abc.TaskGroup) -> Probe:
         befores = [hook.before_run for hook in (AsyncNoop() for _ in range(k))]
@@ -501,16 +503,19 @@ def _async_floor(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
                 return
             raise RuntimeError("a no-op hook suspended")  # pragma: no cover
 
-        async def probe() -> None:
-            start(before())
-            start(after())
+        async def nothing() -> None:
+            return None
 
-        async def scoped_probe() -> None:
+        async def one() -> None:
+            start(befores[0](ctx))
+            start(afters[0](ctx, values))
+
+        async def scoped() -> None:
             with new_scope():
                 start(before())
                 start(after())
 
-        return scoped_probe if k > 1 else probe
+        return nothing if k == 0 else one if k == 1 else scoped
 
     return make
 
