@@ -113,13 +113,12 @@ async def until_exists(path: Path) -> None:
 
 async def test_outside_cancellation_cancels_the_remote_task(tmp_path: Path) -> None:
     """Cancelling the caller frees it at once and ray.cancel interrupts the running task."""
-    latch = _remote.Latch.remote()
     session = RayStepSession(_remote.blocking)
-    cancelled = tmp_path / "cancelled"
+    started, cancelled = tmp_path / "started", tmp_path / "cancelled"
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(session.run, [], {"latch": latch, "cancelled": str(cancelled)})
-            await remote_wait(latch.wait.remote("started"))
+            tg.start_soon(session.run, [], {"started": str(started), "cancelled": str(cancelled)})
+            await until_exists(started)
             tg.cancel_scope.cancel()
     await until_exists(cancelled)
 
