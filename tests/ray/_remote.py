@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -50,9 +51,17 @@ def blocking(feed: Mapping[str, Any]) -> dict[str, Any]:
     """Says it started by creating the file ``feed["started"]``, blocks until cancelled,
     and says so by creating ``feed["cancelled"]``. Files, not calls to an actor: a
     cancel that lands while the task waits for such a call does not always interrupt it
-    (and ``ray.cancel`` is recursive: it may cancel the call itself)."""
+    (and ``ray.cancel`` is recursive: it may cancel the call itself).
+
+    ``ray.cancel`` interrupts a running task as a SIGINT would (``interrupt_main``), which
+    does nothing in a worker that inherited SIGINT ignored (a test run started in the
+    background of a shell): the task takes Python's handler first. The started file
+    says which handler it found."""
+    found = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        open(feed["started"], "w").close()
+        with open(feed["started"], "w") as started:
+            started.write(repr(found))
         for _ in range(1200):  # Python code between sleeps: where ray.cancel interrupts
             time.sleep(0.1)
     except KeyboardInterrupt:  # what ray.cancel raises in a running task

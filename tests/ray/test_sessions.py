@@ -120,7 +120,11 @@ async def test_outside_cancellation_cancels_the_remote_task(tmp_path: Path) -> N
             tg.start_soon(session.run, [], {"started": str(started), "cancelled": str(cancelled)})
             await until_exists(started)
             tg.cancel_scope.cancel()
-    await until_exists(cancelled)
+    try:
+        await until_exists(cancelled)
+    except AssertionError as exc:
+        exc.add_note(f"the task found this SIGINT handler: {await anyio.Path(started).read_text()}")
+        raise
 
 
 async def test_actor_session_results_state_and_tags() -> None:
