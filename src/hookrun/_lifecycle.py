@@ -15,8 +15,9 @@ the step's ``after_run`` and the session is never closed under its run. A step t
 fails with a recoverable error meanwhile is not recovered (``SessionClosedError``);
 ``end`` receives that session, as it receives a failed session still waiting to be
 replaced. A step (or an entry) waiting to retry stops waiting at once and raises
-``SessionClosedError``, creating nothing. A close from inside that very step (a hook, a step function) is refused, as
-it would wait for itself; a second close waits for the first one to be done.
+``SessionClosedError``, creating nothing. A close from inside that very step (a hook,
+a step function) is refused, as it would wait for itself; a second close waits for the
+first one to be done.
 
 A close from another task while the session is being entered wins: the entry creates
 no session after it, closes the one created meanwhile (``after_create_session`` ran,

@@ -14,9 +14,9 @@ recovering before each attempt that needs it, or until the policy gives up.
 Invariants: a recovery that is interrupted (cancelled) leaves RECOVERING or BROKEN, so
 the next call resumes it; a session created after another task closed the monitored
 session is closed at once (``SessionClosedError``), never left open, and a close cuts a
-wait to retry short (``SessionClosedError``, from the error it waited after); ``_broken`` holds
-why there is no session; the time spent recovering and waiting to retry is counted in
-the statistics.
+wait to retry short (``SessionClosedError``, from the error it waited after);
+``_broken`` holds why there is no session; the time spent recovering and waiting to
+retry is counted in the statistics.
 """
 
 from __future__ import annotations
