@@ -11,6 +11,10 @@ its temporary file: the previous checkpoints stay as they were, and the
 newest of them stays the latest. ``latest`` and ``restore`` verify checksums
 and skip a corrupt file with a :class:`CheckpointCorruptionWarning` naming it.
 
+A checkpointer owns one set: the regular files named ``<basename>-<step>`` in
+its directory (``_checkpoint_index``). It lists, restores and removes those
+only, and never follows a symbolic link in their place.
+
 Invariants: a checkpoint becomes visible only complete (see
 ``_checkpoint_file``); retention never removes the newest checkpoint; the
 save order (``seq``) only grows, so "latest" means "saved last".
@@ -36,7 +40,15 @@ from ._checkpoint_file import (
     verify_file,
     write_file,
 )
-from ._checkpoint_index import CheckpointInfo, Retention, scan, warn_corrupt, write_index
+from ._checkpoint_index import (
+    DEFAULT_BASENAME,
+    CheckpointInfo,
+    Retention,
+    is_own,
+    scan,
+    warn_corrupt,
+    write_index,
+)
 from ._checkpoint_writer import run_lowered
 from ._codec import Chunk, Codec, MsgpackCodec
 
@@ -66,20 +78,24 @@ class EncodedState:
     chunks: Sequence[Chunk]
 
 
-def latest_checkpoint(directory: str | os.PathLike[str]) -> str | None:
-    """The path of the newest valid checkpoint in ``directory``, or ``None``.
+def latest_checkpoint(directory: str | os.PathLike[str], *, basename: str = DEFAULT_BASENAME) -> str | None:
+    """The path of the newest valid checkpoint named ``<basename>-<step>`` in ``directory``,
+    or ``None``; files of other names are ignored.
 
     Corrupt files are skipped with a warning naming them. This reads files: in
     async code call it through ``anyio.to_thread.run_sync`` or use
     ``await Checkpointer.latest()``.
     """
-    info = _latest_valid(os.fspath(directory))
+    check_basename("latest_checkpoint", basename)
+    info = _latest_valid(os.fspath(directory), basename)
     return None if info is None else info.path
 
 
-def _latest_valid(directory: str) -> CheckpointInfo | None:
-    entries, _ = scan(directory)
+def _latest_valid(directory: str, basename: str) -> CheckpointInfo | None:
+    entries, _ = scan(directory, basename)
     for info in reversed(entries):
+        if not is_own(info.path, basename):
+            continue
         try:
             verify_file(info.path)
         except CorruptCheckpointError as error:
@@ -102,6 +118,11 @@ class Checkpointer:
     step replaces the first, atomically. The directory is created if needed;
     one that cannot be written is an ``OSError`` naming it, raised here.
 
+    A checkpointer owns exactly the regular files named ``<basename>-<step>``
+    of its directory: it never lists, restores or removes any other file, so
+    checkpointers of different basenames can share a directory. Their indexes
+    are ``index.json`` (the default basename) and ``<basename>.index.json``.
+
     Files are written (after the state is snapshotted) by a thread whose CPU
     priority is ``write_nice`` lower than the caller's, on Linux: on a machine
     whose CPUs are all busy, a save then takes the CPU time the event loop
@@ -117,7 +138,7 @@ class Checkpointer:
         codec: Codec | None = None,
         keep_best: int | None = None,
         mode: Literal["min", "max"] = "min",
-        basename: str = "ckpt",
+        basename: str = DEFAULT_BASENAME,
         write_nice: int | None = 10,
     ) -> None:
         _check_count("max_to_keep", max_to_keep)
@@ -127,8 +148,7 @@ class Checkpointer:
             raise ValueError(f"Checkpointer: keep_checkpoint_every_n_hours must be None or > 0, got {hours!r}")
         if mode not in ("min", "max"):
             raise ValueError(f'Checkpointer: mode must be "min" or "max", got {mode!r}')
-        if not isinstance(basename, str) or not basename or os.sep in basename or basename.startswith("."):
-            raise ValueError(f"Checkpointer: basename must be a plain file name, got {basename!r}")
+        check_basename("Checkpointer", basename)
         self.codec: Codec = codec if codec is not None else MsgpackCodec()
         if not (
             callable(getattr(self.codec, "encode", None))
@@ -146,20 +166,29 @@ class Checkpointer:
         self._mutex = threading.Lock()  # guards the entries, read by the loop, changed by writers
         self._busy: anyio.Event | None = None
         _prepare_directory(self.directory)
-        self._entries, mark = scan(self.directory, clean=True)
+        self._entries, mark = scan(self.directory, basename, clean=True)
         self._last_preserved_at = mark if mark is not None else time.time()
 
     def __repr__(self) -> str:
         return f"Checkpointer({self.directory!r}, {len(self._entries)} checkpoints)"
 
     def all(self) -> list[CheckpointInfo]:
-        """Every checkpoint this directory holds, oldest first (from the index; not verified)."""
+        """Every checkpoint of this checkpointer's basename, oldest first (from the index;
+        not verified)."""
         with self._mutex:
             return list(self._entries)
 
+    def best(self) -> CheckpointInfo | None:
+        """The kept checkpoint with the best metric (lowest for ``mode="min"``, highest for
+        ``"max"``; of equal metrics, the older), or ``None`` if none has a metric. From the
+        index, not verified."""
+        with self._mutex:
+            ranked = self.retention.ranked(self._entries)
+        return ranked[0] if ranked else None
+
     async def latest(self) -> CheckpointInfo | None:
         """The newest valid checkpoint (checksum verified), or ``None``."""
-        return await anyio.to_thread.run_sync(_latest_valid, self.directory)
+        return await anyio.to_thread.run_sync(_latest_valid, self.directory, self.basename)
 
     async def restore(self, path: str | os.PathLike[str] | None = None) -> RestoredCheckpoint | None:
         """Read the checkpoint at ``path``, or the newest valid one (``None`` if there is none).
@@ -237,7 +266,7 @@ class Checkpointer:
             if mark is not None:
                 self._last_preserved_at = mark
         try:
-            write_index(self.directory, kept, mark)
+            write_index(self.directory, self.basename, kept, mark)
         finally:  # one directory fsync makes both renames durable, before anything is removed
             fsync_directory(self.directory)
         for old in removed:
@@ -249,8 +278,10 @@ class Checkpointer:
         return read_checkpoint(path, self.codec)
 
     def _read_latest(self) -> RestoredCheckpoint | None:
-        entries, _ = scan(self.directory)
+        entries, _ = scan(self.directory, self.basename)
         for info in reversed(entries):
+            if not is_own(info.path, self.basename):
+                continue
             try:
                 return self._read(info.path)
             except CorruptCheckpointError as error:
@@ -324,6 +355,17 @@ def _prepare_directory(directory: str) -> None:
         raise type(exc)(
             exc.errno, f"checkpoint directory {directory!r} cannot be written: {exc.strerror or exc}"
         ) from exc
+
+
+def check_basename(owner: str, basename: object) -> None:
+    if (
+        not isinstance(basename, str)
+        or not basename
+        or basename.startswith(".")
+        or os.sep in basename
+        or (os.altsep is not None and os.altsep in basename)
+    ):
+        raise ValueError(f"{owner}: basename must be a plain file name, got {basename!r}")
 
 
 def _check_count(name: str, value: object) -> None:

@@ -13,6 +13,7 @@ a ``ChiefSessionCreator`` serves one step counter only.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -20,7 +21,13 @@ from typing import Any
 
 import anyio
 
-from ._checkpoint import Checkpointer, RestoredCheckpoint, latest_checkpoint, read_checkpoint
+from ._checkpoint import (
+    Checkpointer,
+    RestoredCheckpoint,
+    check_basename,
+    latest_checkpoint,
+    read_checkpoint,
+)
 from ._checkpointable import apply_state, checkpointables
 from ._codec import Codec, MsgpackCodec
 from ._log import fields, logger
@@ -178,8 +185,9 @@ class WorkerSessionCreator:
 
     Readiness is ``ready`` — an awaitable (awaited once), or a callable returning
     an awaitable (awaited at every creation) or a truth value (asked again with
-    a growing pause until true) — or, by default, the first valid checkpoint in
-    ``checkpoint_dir``. Neither given: no wait. Waiting longer than
+    a growing pause until true) — or, by default, the first valid checkpoint
+    named ``<checkpoint_basename>-<step>`` in ``checkpoint_dir``. Neither given:
+    no wait. Waiting longer than
     ``max_wait_secs`` raises ``TimeoutError``.
     """
 
@@ -190,6 +198,7 @@ class WorkerSessionCreator:
         max_wait_secs: float = 1800,
         *,
         checkpoint_dir: str | os.PathLike[str] | None = None,
+        checkpoint_basename: str = "ckpt",
     ) -> None:
         _check_factory("WorkerSessionCreator", factory)
         if isinstance(max_wait_secs, bool) or not isinstance(max_wait_secs, (int, float)) or not max_wait_secs > 0:
@@ -199,6 +208,8 @@ class WorkerSessionCreator:
         self.factory = factory
         self.max_wait_secs = float(max_wait_secs)
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
+        self.checkpoint_basename = checkpoint_basename
+        check_basename("WorkerSessionCreator", checkpoint_basename)
         self._ready = ready
         self._became_ready = ready is None and checkpoint_dir is None
         self._delay = 0.05
@@ -221,14 +232,15 @@ class WorkerSessionCreator:
     def _what(self) -> str:
         if self._ready is not None:
             return f"waiting for {self._ready!r}"
-        return f"no valid checkpoint in {self.checkpoint_dir!r}"
+        return f"no valid checkpoint {self.checkpoint_basename}-<step> in {self.checkpoint_dir!r}"
 
     async def _wait_ready(self) -> None:
         ready = self._ready
         if ready is None:
             directory = self.checkpoint_dir
             assert directory is not None
-            while await anyio.to_thread.run_sync(latest_checkpoint, directory) is None:
+            find = functools.partial(latest_checkpoint, directory, basename=self.checkpoint_basename)
+            while await anyio.to_thread.run_sync(find) is None:
                 await self._pause()
             self._became_ready = True
         elif inspect.isawaitable(ready):

@@ -128,7 +128,8 @@ class MonitoredTrainingSession(MonitoredSession):
         extra = list(checkpointables)
         if not self.is_chief:
             self.session_creator: ChiefSessionCreator | WorkerSessionCreator = WorkerSessionCreator(
-                session_factory, ready, max_wait_secs, checkpoint_dir=checkpoint_dir
+                session_factory, ready, max_wait_secs, checkpoint_dir=checkpoint_dir,
+                checkpoint_basename=checkpointer.basename if checkpointer is not None else "ckpt",
             )
             all_hooks = user_hooks
         else:
