@@ -117,6 +117,38 @@ async def test_keep_best_mode_max(tmp_path: Path) -> None:
     assert [info.step for info in checkpointer.all()] == [1, 3]
 
 
+async def test_keep_best_tie_keeps_the_older(tmp_path: Path) -> None:
+    """Of checkpoints with equal metrics, keep_best keeps the older (it kept the newer)."""
+    checkpointer = Checkpointer(tmp_path, max_to_keep=1, keep_best=1)
+    for step, loss in enumerate([1.0, 1.0, 5.0]):
+        await checkpointer.save(step, {}, metric=loss)
+    assert [info.step for info in checkpointer.all()] == [0, 2]
+
+
+async def test_keep_best_keeps_k_best_and_the_newest_max_to_keep(tmp_path: Path) -> None:
+    """What remains is the keep_best best by metric (checkpoints without one never count)
+    and the max_to_keep newest, whether they have a metric or not."""
+    checkpointer = Checkpointer(tmp_path, max_to_keep=2, keep_best=2, mode="max")
+    for step, accuracy in enumerate([0.9, None, 0.8, 0.95, None, 0.1, None, None]):
+        await checkpointer.save(step, {}, metric=accuracy)
+    assert [info.step for info in checkpointer.all()] == [0, 3, 6, 7]
+
+
+async def test_best_is_the_best_kept_checkpoint(tmp_path: Path) -> None:
+    """best() is the kept checkpoint with the best metric (the older of a tie), None without one."""
+    checkpointer = Checkpointer(tmp_path, max_to_keep=None, mode="max")
+    assert checkpointer.best() is None
+    await checkpointer.save(1, {})
+    assert checkpointer.best() is None
+    for step, accuracy in [(2, 0.5), (3, float("nan")), (4, 0.7), (5, 0.7), (6, 0.6)]:
+        await checkpointer.save(step, {}, metric=accuracy)
+    best = checkpointer.best()
+    assert best is not None and (best.step, best.metric) == (4, 0.7)
+    assert best == Checkpointer(tmp_path, mode="max").best()  # from the index, after a restart
+    lowest = Checkpointer(tmp_path, mode="min").best()
+    assert lowest is not None and lowest.step == 2
+
+
 async def test_keep_every_n_hours_preserves_old_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One checkpoint per keep_checkpoint_every_n_hours is kept for good (TensorFlow's rule)."""
     now = [1_000_000.0]

@@ -61,10 +61,13 @@ class CheckpointSaverHook(SessionRunHook):
     Exactly one of ``save_secs`` / ``save_steps`` (TensorFlow's messages). Files
     go to ``checkpoint_dir`` as ``<checkpoint_basename>-<step>`` through a
     :class:`hookrun.Checkpointer` keeping ``max_to_keep`` recent ones, or
-    through the ``checkpointer`` given. With ``monitor`` (a fetch key), the
-    latest fetched value is each checkpoint's metric, and ``keep_best`` keeps
-    that many best ones (lowest for ``mode="min"``, highest for ``"max"``) next
-    to the recent ones. ``wait_saved()`` waits for a background write.
+    through the ``checkpointer`` given. With ``monitor`` (a fetch key), a
+    checkpoint's metric is the value fetched by the run that reached its step
+    (none if that run fetched none, as at a save at ``end`` after the last
+    fetch: such a checkpoint never counts as a best one), and ``keep_best``
+    keeps that many best ones (lowest for ``mode="min"``, highest for
+    ``"max"``; of equal metrics, the older) next to the ``max_to_keep`` newest.
+    ``wait_saved()`` waits for a background write.
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class CheckpointSaverHook(SessionRunHook):
         self._objects: dict[str, object] = {}
         self._request = None if monitor is None else SessionRunArgs(monitor)
         self._metric: float | None = None
+        self._metric_step: int | None = None  # the step ``_metric`` was fetched at
         self._coord: Any = None
         self._writing: anyio.Event | None = None
         self.last_saved_step: int | None = None
@@ -126,6 +130,7 @@ class CheckpointSaverHook(SessionRunHook):
         """Save at the current step, unless the newest valid checkpoint is of that step (the
         one just restored); a listener's stop request is ignored here."""
         self._coord, self._writing = coord, None  # the previous coordinator's tasks are over
+        self._metric = self._metric_step = None  # fetched from a session that is gone
         counter = step_counter_of(coord)
         step = 0 if counter is None else await counter.get()
         latest = await self.checkpointer.latest()
@@ -141,9 +146,9 @@ class CheckpointSaverHook(SessionRunHook):
 
     async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Save when the timer fires for the step this run reached."""
-        if self.monitor is not None and run_values.results is not None:
-            self._metric = _as_metric(self.monitor, run_values.results)
         step = run_values.global_step
+        if self.monitor is not None and run_values.results is not None:
+            self._metric, self._metric_step = _as_metric(self.monitor, run_values.results), step
         if not self._timer.should_trigger_for_step(step):
             return
         self._timer.update_last_triggered_step(step)
@@ -174,14 +179,15 @@ class CheckpointSaverHook(SessionRunHook):
             await _notify(listener, "before_save", session, step)
         state = await collect_state(step, session, self._objects)
         encoded = await self.checkpointer.encode(state)
+        metric = self._metric if self._metric_step == step else None  # fetched at this very step
         self.last_saved_step = step
         if not background or self._coord is None:
-            await self._write(session, step, encoded, self._metric, may_stop, None, None)
+            await self._write(session, step, encoded, metric, may_stop, None, None)
             return
         self._writing = done = anyio.Event()
         try:
             self._coord.start_soon(
-                self._write, session, step, encoded, self._metric, may_stop, done, self._coord,
+                self._write, session, step, encoded, metric, may_stop, done, self._coord,
                 name=f"CheckpointSaverHook save of step {step}",
             )
         except BaseException:
