@@ -72,7 +72,9 @@ class ChiefSessionCreator:
     checkpointable, and the state of every checkpointable hook of the monitored
     session this creator is given to, and of every object in ``checkpointables``
     (more objects, saved by a ``CheckpointSaverHook`` given the same ones).
-    ``checkpointer`` (or ``codec``) reads another format.
+    ``checkpointer`` (or ``codec``) reads another format; with ``checkpoint_dir``
+    only the files ``ckpt-<step>`` are considered, with ``checkpointer`` those
+    of its basename.
 
     The monitored session binds the creator to its hooks and step counter when
     it is constructed (:meth:`bind_session`), so there is nothing to pass twice.
