@@ -168,6 +168,21 @@ async def test_a_foreign_index_file_is_never_overwritten(tmp_path: Path) -> None
     assert (tmp_path / "index.json").read_text() == user
 
 
+async def test_a_symlinked_index_is_refused_and_never_read(tmp_path: Path) -> None:
+    """An index that is a symbolic link is not followed by readers, and a Checkpointer
+    refuses it rather than replace it."""
+    elsewhere = tmp_path / "elsewhere"
+    await Checkpointer(elsewhere).save(1, {})
+    run = Checkpointer(tmp_path / "run")
+    await run.save(1, {})
+    (tmp_path / "run" / "index.json").unlink()
+    os.symlink(elsewhere / "index.json", tmp_path / "run" / "index.json")
+    assert latest_checkpoint(tmp_path / "run") == str(tmp_path / "run" / "ckpt-1")
+    with pytest.raises(ValueError, match="not the checkpoint index of basename 'ckpt'"):
+        Checkpointer(tmp_path / "run")
+    assert (tmp_path / "run" / "index.json").is_symlink()
+
+
 async def test_an_index_of_another_basename_is_refused(tmp_path: Path) -> None:
     """An index recording another basename (copied over this set's) is refused, not trusted."""
     await Checkpointer(tmp_path, basename="ema").save(1, {})

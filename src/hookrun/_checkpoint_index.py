@@ -111,8 +111,11 @@ def step_of(name: str, basename: str) -> int | None:
 def _read_index(directory: str, basename: str, *, strict: bool) -> dict[str, Any]:
     path = os.path.join(directory, index_name(basename))
     try:
-        with open(path, "rb") as file:
-            index = json.load(file)
+        if os.path.islink(path):  # never followed: treated as a file this set did not write
+            index = None
+        else:
+            with open(path, "rb") as file:
+                index = json.load(file)
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
