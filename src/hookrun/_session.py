@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 from ._coordinator import Coordinator
 from ._dispatch import Dispatcher
 from ._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
+from ._factories import creator_function
 from ._hooks import RunMetadata, RunOptions, check_feed_dict
 from ._iterate import StepIterator, check_feeds
 from ._lifecycle import Lifecycle
@@ -59,7 +60,6 @@ from ._validate import (
     check_seconds,
     check_step_counter,
     check_step_fn,
-    creator_function,
     exception_types,
     hook_list,
     refuse_awaitable,
@@ -322,8 +322,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
 class MonitoredSession(_MonitoredSessionBase):
     """Drives a session step by step with hooks, a coordinator and recovery.
 
-    ``session_creator`` is an object with ``async create_session()`` or an async
-    factory; a creator or hook that also has ``bind_session(hooks, step_counter)`` (a
+    ``session_creator`` is a function of no arguments returning a session (sync or
+    async) or an object with such a ``create_session()``; a creator or hook that also has ``bind_session(hooks, step_counter)`` (a
     ``ChiefSessionCreator``, a ``CheckpointSaverHook``) is told this session's hooks
     and step counter here. Errors of the recoverable types (``AbortedError``,
     ``UnavailableError`` and ``recoverable``) re-create the session and re-run

@@ -41,7 +41,8 @@ class Session(Protocol):
 
 @runtime_checkable
 class SessionCreator(Protocol):
-    """Anything with an async ``create_session()``; a plain async factory works too."""
+    """Anything with a ``create_session()`` returning a session (``async def`` as here, or a
+    plain method); a function of no arguments, sync or async, works too."""
 
     async def create_session(self) -> Any: ...
 
