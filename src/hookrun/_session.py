@@ -287,15 +287,16 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
     def iterate(self, fetches: object = None, feeds: object = None) -> StepIterator:
         """Run one step per item of ``feeds`` and yield each step's results (``async for``).
 
-        ``feeds`` is an iterable or async iterable of feed dicts (``None`` items feed
-        nothing), or ``None``: run until a stop is requested. Ends when the feeds run
+        ``feeds`` (the second argument: the first is the fetches) is an iterable or
+        async iterable of feed dicts (``None`` items feed nothing), or ``None``: run
+        until a stop is requested. Ends when the feeds run
         out, when ``should_stop()`` is true, or when a step raises a clean-stop
         exception (``OutOfRangeError``, ``anyio.EndOfStream``...), which also stops
         the session.
         """
         if self._state not in _STEPPABLE:
             self._admit("iterate()")
-        check_feeds(feeds)
+        check_feeds(feeds, fetches)
         return StepIterator(self, fetches, feeds, self._set_hook_stop)
 
     async def run_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
