@@ -91,7 +91,10 @@ class StepSession:
         run_metadata: RunMetadata | None = None,
     ) -> list[Any]:
         if self.closed:
-            raise SessionClosedError(f"{self!r}.run called after the session was closed")
+            raise SessionClosedError(
+                f"{self!r}.run called after the session was closed (a monitored session closes the "
+                "session its creator gives it; lend it with hookrun.borrowed(session) to keep it open)"
+            )
         if self._is_async:
             produced = await self.step_fn(feed_dict)
         else:
