@@ -9,9 +9,16 @@ import anyio
 import pytest
 
 import hookrun
-from hookrun import MonitoredSession, SessionClosedError, SingularMonitoredSession, StepSession
+from hookrun import (
+    MonitoredSession,
+    RunMetadata,
+    RunOptions,
+    SessionClosedError,
+    SingularMonitoredSession,
+    StepSession,
+)
 from hookrun.hooks import StopAtStepHook
-from hookrun.testing import RecordingHook, ScriptedSession
+from hookrun.testing import RecordingHook, ScriptedSession, drive
 
 pytestmark = pytest.mark.anyio
 
@@ -90,3 +97,21 @@ async def test_lending_a_lent_session_lends_the_owners_session() -> None:
         assert inner.raw_session().session is owner
         assert await inner.run("x") == 1
     assert owner.closed == 0
+
+
+async def test_the_kits_sessions_refuse_run_after_close() -> None:
+    """ScriptedSession and drive()'s sessions raise SessionClosedError after close, as StepSession does."""
+    scripted = ScriptedSession({"x": 1})
+    await scripted.aclose()
+    with pytest.raises(SessionClosedError, match="used after close"):
+        await scripted.run(["x"], {}, RunOptions(), RunMetadata())
+
+    kept: list[Any] = []
+
+    class Keep(hookrun.SessionRunHook):
+        def after_create_session(self, session: Any, coord: object) -> None:
+            kept.append(session)
+
+    await drive(Keep(), steps=1)
+    with pytest.raises(SessionClosedError, match="used after close"):
+        await kept[0].run([], {}, RunOptions(), RunMetadata())
