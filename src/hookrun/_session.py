@@ -289,10 +289,9 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
 
         ``feeds`` (the second argument: the first is the fetches) is an iterable or
         async iterable of feed dicts (``None`` items feed nothing), or ``None``: run
-        until a stop is requested. Ends when the feeds run
-        out, when ``should_stop()`` is true, or when a step raises a clean-stop
-        exception (``OutOfRangeError``, ``anyio.EndOfStream``...), which also stops
-        the session.
+        until a stop is requested. Ends when the feeds run out, when ``should_stop()``
+        is true, or when a step raises a clean-stop exception (``OutOfRangeError``,
+        ``anyio.EndOfStream``...), which also stops the session.
         """
         if self._state not in _STEPPABLE:
             self._admit("iterate()")
@@ -324,9 +323,9 @@ class MonitoredSession(_MonitoredSessionBase):
     """Drives a session step by step with hooks, a coordinator and recovery.
 
     ``session_creator`` is a function of no arguments returning a session (sync or
-    async) or an object with such a ``create_session()``; a creator or hook that also has ``bind_session(hooks, step_counter)`` (a
-    ``ChiefSessionCreator``, a ``CheckpointSaverHook``) is told this session's hooks
-    and step counter here. Errors of the recoverable types (``AbortedError``,
+    async) or an object with such a ``create_session()``; a creator or hook that also
+    has ``bind_session(hooks, step_counter)`` (a ``ChiefSessionCreator``, a
+    ``CheckpointSaverHook``) is told this session's hooks and step counter here. Errors of the recoverable types (``AbortedError``,
     ``UnavailableError`` and ``recoverable``) re-create the session and re-run
     the whole call, following ``retry``. ``statistics`` (on by default) keeps
     what :meth:`statistics` returns: ``False`` or a ``StatisticsOptions``.
