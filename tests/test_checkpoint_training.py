@@ -406,7 +406,7 @@ def test_worker_validation() -> None:
         WorkerSessionCreator(Model, max_wait_secs=0)
     with pytest.raises(TypeError, match="ready must be an awaitable or a callable"):
         WorkerSessionCreator(Model, ready=3)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="needs a callable factory"):
+    with pytest.raises(TypeError, match=r"WorkerSessionCreator\(factory=...\) must be a function of no arguments"):
         WorkerSessionCreator(None)  # type: ignore[arg-type]
 
 

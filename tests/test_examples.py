@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from examples import flaky_recovery, minimal_hook, pipeline, quickstart, resumable_pipeline
+from examples import (
+    evaluation_pass,
+    flaky_recovery,
+    minimal_hook,
+    pipeline,
+    quickstart,
+    resumable_pipeline,
+)
 
 import hookrun
 
@@ -32,6 +39,12 @@ async def test_pipeline_ends_cleanly_on_exhausted_input() -> None:
     written, total = await pipeline.main(batches=5)
     assert len(written) == 5
     assert total == sum(sum(batch) for batch in written)
+
+
+async def test_evaluation_pass_leaves_the_training_session_open(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every second training step an evaluation pass runs over the borrowed session; training goes on to step 6."""
+    assert await evaluation_pass.main() == [(2, 0.61), (4, 0.71), (6, 0.81)]
+    assert capsys.readouterr().out.splitlines()[-1] == "step 6: accuracy 0.810"
 
 
 async def test_flaky_recovery_recreates_sessions() -> None:

@@ -241,3 +241,33 @@ async def test_singular_session_iterates_too() -> None:
         assert repr(steps) == "StepIterator(running, 0 steps)"
         assert [y async for y in steps] == [8]
         assert repr(steps) == "StepIterator(ended, 1 steps)"
+
+
+def _doubling_step_session() -> hookrun.StepSession:
+    return hookrun.StepSession(lambda feeds: {"y": 2 * feeds.get("x", 0)})
+
+
+async def test_feed_dicts_passed_as_the_fetches_are_explained() -> None:
+    """iterate([{"x": 1}, ...]) fails at its first step with a note: the fetches come first, the feeds second."""
+    async with hookrun.MonitoredSession(_doubling_step_session) as sess:
+        with anyio.fail_after(5), pytest.raises(KeyError, match="no value for fetch 1") as caught:
+            async for _ in sess.iterate([{"x": 1}, {"x": 2}]):
+                pass  # pragma: no cover - the first step fails
+        assert caught.value.__notes__[-1].startswith(
+            "hookrun: iterate(fetches, feeds) takes what each step fetches first and the feed dicts second"
+        )
+        assert "iterate(feeds=[...])" in caught.value.__notes__[-1]
+        assert [r async for r in sess.iterate("y", [{"x": 1}, {"x": 2}])] == [2, 4]  # the right way
+
+
+async def test_an_iterator_of_feeds_passed_as_the_fetches_is_refused() -> None:
+    """A generator as the fetches (never a fetch structure) is a TypeError at iterate(), naming the order."""
+    async with hookrun.MonitoredSession(_doubling_step_session) as sess:
+        with pytest.raises(TypeError, match=r"^iterate\(\): the fetches are generator .*the feed dicts come second"):
+            sess.iterate(feed for feed in [{"x": 1}])
+
+
+async def test_a_fetch_structure_of_dicts_still_works() -> None:
+    """A list of dicts is also a valid fetch structure: with feeds it is fetched, no note is added."""
+    async with hookrun.MonitoredSession(_doubling_step_session) as sess:
+        assert [r async for r in sess.iterate([{"a": "y"}], [{"x": 3}])] == [[{"a": 6}]]

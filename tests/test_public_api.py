@@ -74,3 +74,8 @@ def test_when_is_exported_at_the_top_level_like_every_and_at_step() -> None:
 def test_unknown_attribute_is_still_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         hookrun.nope  # noqa: B018
+
+
+def test_borrowed_is_exported_at_the_top_level() -> None:
+    assert "borrowed" in hookrun.__all__ and "borrowed" in dir(hookrun)
+    assert hookrun.borrowed.__module__ == "hookrun._borrowed"

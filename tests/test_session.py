@@ -491,13 +491,13 @@ def test_non_hook_is_rejected_at_construction() -> None:
 
 
 def test_bad_settings_are_rejected_at_construction() -> None:
-    """Negative grace, zero hook timeout and sync creators are rejected with clear messages."""
+    """Negative grace, zero hook timeout and creators needing arguments are rejected with clear messages."""
     with pytest.raises(ValueError, match="stop_grace_period must be a number of seconds >= 0"):
         MonitoredSession(creator(), stop_grace_period=-1)
     with pytest.raises(ValueError, match="hook_timeout must be a number of seconds > 0"):
         MonitoredSession(creator(), hook_timeout=0)
-    with pytest.raises(TypeError, match="plain callable"):
-        MonitoredSession(lambda: ScriptedSession())
+    with pytest.raises(TypeError, match=r"session_creator .*<lambda> needs arguments \(path\)"):
+        MonitoredSession(lambda path: ScriptedSession())
     with pytest.raises(TypeError, match="recoverable must hold exception classes"):
         MonitoredSession(creator(), recoverable=[42])  # type: ignore[list-item]
 

@@ -12,11 +12,13 @@ from hookrun import (
     AbortedError,
     HookTimeoutError,
     LocalStepCounter,
+    MonitoredSession,
     RetryPolicy,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    StepSession,
     in_thread,
 )
 from hookrun.hooks import StopAtStepHook
@@ -76,9 +78,8 @@ async def test_hooks_must_be_hooks(bad: object) -> None:
         await drive(bad)
 
 
-async def test_values_come_from_the_feeds_then_the_step_then_values() -> None:
-    """A fed key is fetched as fed; else a step's own mapping wins over values=; callables
-    get (step, feed_dict)."""
+async def test_values_come_from_the_step_then_values() -> None:
+    """A step's own mapping wins over values=; callables get (step, feed_dict)."""
     hook = RecordingHook(request=SessionRunArgs(["a", "b", "c"], feed_dict={"c": "fed"}))
     record = await drive(
         hook,
@@ -86,10 +87,24 @@ async def test_values_come_from_the_feeds_then_the_step_then_values() -> None:
         values={"a": "shared", "b": lambda step, feed: step * 10, "c": "not fed"},
     )
     assert [call.args["results"] for call in hook.calls if call.phase == "after_run"] == [
-        ["own", 0, "fed"],
-        ["made 1 ['c']", 10, "fed"],
+        ["own", 0, "not fed"],
+        ["made 1 ['c']", 10, "not fed"],
     ]
-    assert record.received(hook) == [["own", 0, "fed"], ["made 1 ['c']", 10, "fed"]]
+    assert record.received(hook) == [["own", 0, "not fed"], ["made 1 ['c']", 10, "not fed"]]
+
+
+async def test_a_fed_key_is_not_fetched_back_as_in_production() -> None:
+    """Fetching a key one only feeds fails in the kit exactly as with a StepSession."""
+    hook = RecordingHook(request=SessionRunArgs(["a", "c"], feed_dict={"c": "fed"}))
+    with pytest.raises(KeyError, match=r"step 0 has no value for fetch 'c'; 'c' is fed, but a fed key is not fetched back"):
+        await drive(hook, values={"a": 1})
+
+    async def create() -> StepSession:
+        return StepSession(lambda feeds: {"a": 1})
+
+    async with MonitoredSession(create, [RecordingHook(request=SessionRunArgs(["a", "c"], feed_dict={"c": "fed"}))]) as sess:
+        with pytest.raises(KeyError, match=r"no value for fetch 'c'"):
+            await sess.run()
 
 
 async def test_a_missing_value_names_the_step_and_the_known_keys() -> None:
@@ -301,8 +316,8 @@ async def test_a_hang_nothing_cancels_is_a_timeout_naming_it() -> None:
 
 async def test_the_callers_arguments_and_results() -> None:
     """fetches= and feed_dict= are the caller's; record.results holds what run() returned."""
-    record = await drive(Fetcher(), steps=2, values={"x": 1}, fetches=["x", "f"], feed_dict={"f": 2})
-    assert record.results == [[1, 2], [1, 2]]
+    record = await drive(Fetcher(), steps=2, values={"x": 1, "y": 3}, fetches=["x", "y"], feed_dict={"f": 2})
+    assert record.results == [[1, 3], [1, 3]]
     assert record.runs[0].feed_dict == {"f": 2}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from ._borrowed import borrowed
 from ._compose import in_thread, sequential
 from ._coordinator import Coordinator
 from ._errors import (
@@ -158,6 +159,7 @@ __all__ = [
     "UnsafeCodecWarning",
     "WorkerSessionCreator",
     "at_step",
+    "borrowed",
     "every",
     "fetch",
     "hooks",

@@ -44,13 +44,20 @@ class _ThreadedHook:
 def _threaded(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def run_in_thread(*args: Any) -> Any:
-        return await anyio.to_thread.run_sync(fn, *args)
+        # Cancelled (hook_timeout, a failing hook of the phase, a cancellation from outside):
+        # the caller goes on at once; the thread runs to its end and its result is dropped.
+        return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
 
     return run_in_thread
 
 
 def in_thread(hook: object) -> object:
-    """Wrap a hook whose methods block so that each call runs in a worker thread."""
+    """Wrap a hook whose methods block so that each call runs in a worker thread.
+
+    A call that is cancelled (``hook_timeout``, another hook of its phase failing, a
+    cancellation from outside) frees the session at once; the thread cannot be stopped,
+    so the method runs on to its end in the background and what it returns is dropped.
+    """
     return _ThreadedHook(hook)
 
 

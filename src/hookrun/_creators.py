@@ -30,23 +30,12 @@ from ._checkpoint import (
 )
 from ._checkpointable import apply_state, checkpointables
 from ._codec import Codec, MsgpackCodec
+from ._factories import call_factory, check_factory, name_of
 from ._log import fields, logger
 from ._step import StepCounter
 from ._validate import check_step_counter
 
 __all__ = ["ChiefSessionCreator", "WorkerSessionCreator"]
-
-
-async def _make(factory: Callable[[], Any]) -> Any:
-    session = factory()
-    if inspect.isawaitable(session):
-        session = await session
-    return session
-
-
-def _check_factory(owner: str, factory: object) -> None:
-    if not callable(factory):
-        raise TypeError(f"{owner} needs a callable factory returning a session, got {factory!r}")
 
 
 async def _aclose_quietly(session: object) -> None:
@@ -95,7 +84,7 @@ class ChiefSessionCreator:
         checkpointer: Checkpointer | None = None,
         codec: Codec | None = None,
     ) -> None:
-        _check_factory("ChiefSessionCreator", factory)
+        check_factory("ChiefSessionCreator(factory=...)", factory)
         self.factory = factory
         if (
             checkpointer is not None
@@ -121,7 +110,7 @@ class ChiefSessionCreator:
 
     def __repr__(self) -> str:
         where = self.checkpointer.directory if self.checkpointer is not None else self.checkpoint_path
-        return f"ChiefSessionCreator({self.factory!r}, checkpoint={where!r})"
+        return f"ChiefSessionCreator({name_of(self.factory)}, checkpoint={where!r})"
 
     def bind_session(self, hooks: Sequence[object], step_counter: StepCounter) -> None:
         """Called by a monitored session given this creator, once, when it is constructed:
@@ -168,7 +157,7 @@ class ChiefSessionCreator:
                 "it with step_counter=... to call create_session() yourself"
             )
         restored = await self._read()
-        session = await _make(self.factory)
+        session = await call_factory(self.factory)
         try:
             if restored is not None:
                 objects = checkpointables((*self._hooks, *self._objects))
@@ -202,7 +191,7 @@ class WorkerSessionCreator:
         checkpoint_dir: str | os.PathLike[str] | None = None,
         checkpoint_basename: str = "ckpt",
     ) -> None:
-        _check_factory("WorkerSessionCreator", factory)
+        check_factory("WorkerSessionCreator(factory=...)", factory)
         if isinstance(max_wait_secs, bool) or not isinstance(max_wait_secs, (int, float)) or not max_wait_secs > 0:
             raise ValueError(f"WorkerSessionCreator: max_wait_secs must be > 0 seconds, got {max_wait_secs!r}")
         if ready is not None and not (callable(ready) or inspect.isawaitable(ready)):
@@ -217,7 +206,7 @@ class WorkerSessionCreator:
         self._delay = 0.05
 
     def __repr__(self) -> str:
-        return f"WorkerSessionCreator({self.factory!r}, max_wait_secs={self.max_wait_secs})"
+        return f"WorkerSessionCreator({name_of(self.factory)}, max_wait_secs={self.max_wait_secs})"
 
     async def create_session(self) -> Any:
         """A new session, once the chief is ready."""
@@ -229,7 +218,7 @@ class WorkerSessionCreator:
                     f"WorkerSessionCreator: the chief was not ready after max_wait_secs="
                     f"{self.max_wait_secs:g}s ({self._what()})"
                 )
-        return await _make(self.factory)
+        return await call_factory(self.factory)
 
     def _what(self) -> str:
         if self._ready is not None:

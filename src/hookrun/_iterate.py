@@ -71,6 +71,10 @@ class StepIterator:
             feed = await self._next_feed()  # raises StopAsyncIteration when the feeds end
             try:
                 results = await self._session.run(self._fetches, feed)
+            except KeyError as exc:  # a missing fetch: were feed dicts passed as the fetches?
+                if self._feeds is None and _feed_dicts(self._fetches):
+                    exc.add_note(_SWAPPED.format(fetches=_short(self._fetches)))
+                raise
             except CLEAN_STOP_TYPES:
                 # The step found its input exhausted: a clean end, as for the feeds' own end.
                 self._done = True
@@ -106,8 +110,22 @@ class StepIterator:
         return feed
 
 
-def check_feeds(feeds: object) -> None:
-    """Refuse what cannot be a source of feed dicts, naming what was given."""
+_SWAPPED = (
+    "hookrun: iterate(fetches, feeds) takes what each step fetches first and the feed dicts "
+    "second, but was given {fetches} as the fetches and no feeds; to run one step per feed "
+    "dict write iterate(fetches, [...]) or iterate(feeds=[...])"
+)
+
+
+def check_feeds(feeds: object, fetches: object = None) -> None:
+    """Refuse what cannot be a source of feed dicts, and an iterator given as the fetches
+    (never a fetch structure: feeds in the wrong place), naming what was given."""
+    if feeds is None and (hasattr(fetches, "__aiter__") or hasattr(fetches, "__next__")):
+        raise TypeError(
+            f"iterate(): the fetches are {type(fetches).__name__} {_short(fetches)}, an iterator, "
+            "which cannot be fetched; the feed dicts come second: iterate(fetches, feeds) "
+            "or iterate(feeds=...)"
+        )
     if feeds is None or hasattr(feeds, "__aiter__"):
         return
     if isinstance(feeds, Mapping):
@@ -120,6 +138,11 @@ def check_feeds(feeds: object) -> None:
             f"iterate(): feeds must be an iterable or async iterable of feed dicts, "
             f"or None; got {type(feeds).__name__} {_short(feeds)}"
         )
+
+
+def _feed_dicts(fetches: object) -> bool:
+    """Whether ``fetches`` looks like feed dicts: a non-empty list or tuple of mappings."""
+    return isinstance(fetches, (list, tuple)) and bool(fetches) and all(isinstance(item, Mapping) for item in fetches)
 
 
 def _short(value: object, limit: int = 60) -> str:

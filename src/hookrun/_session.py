@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 from ._coordinator import Coordinator
 from ._dispatch import Dispatcher
 from ._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
+from ._factories import creator_function
 from ._hooks import RunMetadata, RunOptions, check_feed_dict
 from ._iterate import StepIterator, check_feeds
 from ._lifecycle import Lifecycle
@@ -59,7 +60,6 @@ from ._validate import (
     check_seconds,
     check_step_counter,
     check_step_fn,
-    creator_function,
     exception_types,
     hook_list,
     refuse_awaitable,
@@ -287,15 +287,15 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
     def iterate(self, fetches: object = None, feeds: object = None) -> StepIterator:
         """Run one step per item of ``feeds`` and yield each step's results (``async for``).
 
-        ``feeds`` is an iterable or async iterable of feed dicts (``None`` items feed
-        nothing), or ``None``: run until a stop is requested. Ends when the feeds run
-        out, when ``should_stop()`` is true, or when a step raises a clean-stop
-        exception (``OutOfRangeError``, ``anyio.EndOfStream``...), which also stops
-        the session.
+        ``feeds`` (the second argument: the first is the fetches) is an iterable or
+        async iterable of feed dicts (``None`` items feed nothing), or ``None``: run
+        until a stop is requested. Ends when the feeds run out, when ``should_stop()``
+        is true, or when a step raises a clean-stop exception (``OutOfRangeError``,
+        ``anyio.EndOfStream``...), which also stops the session.
         """
         if self._state not in _STEPPABLE:
             self._admit("iterate()")
-        check_feeds(feeds)
+        check_feeds(feeds, fetches)
         return StepIterator(self, fetches, feeds, self._set_hook_stop)
 
     async def run_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
@@ -322,10 +322,10 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
 class MonitoredSession(_MonitoredSessionBase):
     """Drives a session step by step with hooks, a coordinator and recovery.
 
-    ``session_creator`` is an object with ``async create_session()`` or an async
-    factory; a creator or hook that also has ``bind_session(hooks, step_counter)`` (a
-    ``ChiefSessionCreator``, a ``CheckpointSaverHook``) is told this session's hooks
-    and step counter here. Errors of the recoverable types (``AbortedError``,
+    ``session_creator`` is a function of no arguments returning a session (sync or
+    async) or an object with such a ``create_session()``; a creator or hook that also
+    has ``bind_session(hooks, step_counter)`` (a ``ChiefSessionCreator``, a
+    ``CheckpointSaverHook``) is told this session's hooks and step counter here. Errors of the recoverable types (``AbortedError``,
     ``UnavailableError`` and ``recoverable``) re-create the session and re-run
     the whole call, following ``retry``. ``statistics`` (on by default) keeps
     what :meth:`statistics` returns: ``False`` or a ``StatisticsOptions``.

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 
 from . import _nest
+from ._errors import SessionClosedError
 from ._hooks import RunMetadata, RunOptions
 from ._validate import refuse_awaitable
 
@@ -40,7 +41,8 @@ class Session(Protocol):
 
 @runtime_checkable
 class SessionCreator(Protocol):
-    """Anything with an async ``create_session()``; a plain async factory works too."""
+    """Anything with a ``create_session()`` returning a session (``async def`` as here, or a
+    plain method); a function of no arguments, sync or async, works too."""
 
     async def create_session(self) -> Any: ...
 
@@ -54,13 +56,19 @@ class StepSession:
     thread. It returns a mapping (or ``None``); fetches are answered by key from
     it, and a missing key raises ``KeyError`` listing the keys that exist (its
     ``key`` attribute is the missing key; a monitored session adds a note naming
-    who fetched it).
+    who fetched it). A fed key is not fetched back: only what the step returns.
+
+    A step in a worker thread that is cancelled (``RunOptions.timeout``, or a
+    cancellation from outside) frees the caller at once; the thread cannot be
+    stopped, so it runs on until ``step_fn`` returns, and what it returns is
+    discarded. After ``aclose()`` every ``run`` raises ``SessionClosedError``.
     """
 
     def __init__(self, step_fn: Callable[..., Any]) -> None:
         if not callable(step_fn):
             raise TypeError(f"StepSession needs a callable step_fn, got {step_fn!r}")
         self.step_fn = step_fn
+        self.closed = False
         self._is_async = inspect.iscoroutinefunction(step_fn) or inspect.iscoroutinefunction(
             getattr(step_fn, "__call__", None)  # noqa: B004 - async callable objects
         )
@@ -82,10 +90,15 @@ class StepSession:
         options: RunOptions = _NO_OPTIONS,
         run_metadata: RunMetadata | None = None,
     ) -> list[Any]:
+        if self.closed:
+            raise SessionClosedError(
+                f"{self!r}.run called after the session was closed (a monitored session closes the "
+                "session its creator gives it; lend it with hookrun.borrowed(session) to keep it open)"
+            )
         if self._is_async:
             produced = await self.step_fn(feed_dict)
         else:
-            produced = await anyio.to_thread.run_sync(self._call_sync, feed_dict)
+            produced = await anyio.to_thread.run_sync(self._call_sync, feed_dict, abandon_on_cancel=True)
         if not fetches:
             return []
         if produced is None:
@@ -103,6 +116,10 @@ class StepSession:
             )
             missing.key = exc.args[0]  # type: ignore[attr-defined]  # the monitored session names who asked
             raise missing from None
+
+    async def aclose(self) -> None:
+        """Close the session: every later ``run`` raises ``SessionClosedError``."""
+        self.closed = True
 
 
 async def fetch(

@@ -297,11 +297,14 @@ async def _run_with_options(
     try:
         if options.timeout is None:
             return await raw.run(keys, feeds, options, metadata)
-        with anyio.move_on_after(options.timeout):
-            return await raw.run(keys, feeds, options, metadata)
-        raise DeadlineExceededError(
-            f"{type(raw).__name__}.run took longer than RunOptions.timeout={options.timeout}s"
-        )
+        with anyio.move_on_after(options.timeout) as scope:
+            values = await raw.run(keys, feeds, options, metadata)
+        if scope.cancel_called:  # cancelled in time, or a run that held on past the deadline
+            raise DeadlineExceededError(
+                f"{type(raw).__name__}.run took longer than RunOptions.timeout={options.timeout}s"
+                + ("" if scope.cancelled_caught else " (it returned late; its values are discarded)")
+            )
+        return values
     finally:
         if options.trace:
             metadata.timings.append(TimingRecord("run", "run", start, anyio.current_time()))

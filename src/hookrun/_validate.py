@@ -4,9 +4,10 @@ not on step 1000. Pure functions, no I/O."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, NoReturn
+from collections.abc import Iterable
+from typing import NoReturn
 
+from ._factories import plain_signature
 from ._plan import is_async_callable
 from ._step import LocalStepCounter, StepCounter
 
@@ -15,41 +16,10 @@ __all__ = [
     "check_session",
     "check_step_counter",
     "check_step_fn",
-    "creator_function",
     "exception_types",
     "hook_list",
     "refuse_awaitable",
 ]
-
-def creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
-    """The async function that creates a session, from a creator object or an async factory."""
-    if inspect.iscoroutine(creator):
-        name = getattr(creator, "__name__", "create")
-        creator.close()  # never awaited, and never will be: no "never awaited" warning
-        raise TypeError(
-            f"session_creator is a coroutine object ({name}() was called): pass the async "
-            f"factory itself, session_creator={name}, not {name}()"
-        )
-    method = getattr(creator, "create_session", None)
-    if method is not None:
-        if not is_async_callable(method):
-            raise TypeError(
-                f"session_creator {creator!r}: create_session must be 'async def', "
-                f"got a plain {type(method).__name__}"
-            )
-        return method  # type: ignore[no-any-return]
-    if callable(creator):
-        if not is_async_callable(creator):
-            raise TypeError(
-                f"session_creator {creator!r} is a plain callable; pass an async factory "
-                "or an object with 'async def create_session()'"
-            )
-        return creator
-    raise TypeError(
-        f"session_creator must have 'async def create_session()' or be an async factory, "
-        f"got {type(creator).__name__}"
-    )
-
 
 def hook_list(hooks: Iterable[object] | None) -> tuple[object, ...]:
     """The hooks as a tuple (``None``: no hooks, as in TensorFlow), each checked for plain
@@ -100,9 +70,28 @@ def check_session(raw: object) -> None:
             f"the session creator returned {raw!r} ({type(raw).__name__}), which is not a "
             "session: it needs 'async def run(fetches, feed_dict, options, run_metadata)'"
         )
+    _check_run_signature(raw, run)
     from ._closing import check_closable  # on first use: keeps `import hookrun` light
 
     check_closable(raw)
+
+
+def _check_run_signature(raw: object, run: object) -> None:
+    """A session's ``run`` takes the four arguments a monitored session passes it, in order."""
+    try:
+        signature = inspect.signature(run)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # no signature to read (a builtin): nothing to check
+        return
+    try:
+        signature.bind(None, None, None, None)
+    except TypeError:
+        raise TypeError(
+            f"the session {type(raw).__name__} has run{plain_signature(signature)}, but a monitored session calls "
+            "run(fetches, feed_dict, options, run_metadata) with four positional arguments: a list "
+            "of fetch keys, a feed dict, a hookrun.RunOptions and a hookrun.RunMetadata; add the "
+            "missing parameters (TensorFlow's Session.run takes options and run_metadata too, "
+            "e.g. 'async def run(self, fetches, feed_dict=None, options=None, run_metadata=None)')"
+        ) from None
 
 
 def check_step_fn(step_fn: object) -> None:

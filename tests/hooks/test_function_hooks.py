@@ -101,7 +101,7 @@ async def test_before_run_function_may_request_fetches(drive: Drive) -> None:
         steps.append(ctx.global_step)
         return SessionRunArgs(feed_dict={"x": ctx.global_step})
 
-    record = await drive(feed, steps=4, values={"x": -1}, fetches="x")
+    record = await drive(feed, steps=4, values={"y": lambda step, feeds: feeds.get("x", -1)}, fetches="y")
     assert steps == [0, 2]
     assert record.results == [0, -1, 2, -1]
     assert record.requests(feed) == [SessionRunArgs(feed_dict={"x": 0}), None,

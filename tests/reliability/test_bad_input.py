@@ -210,26 +210,22 @@ async def test_session_with_wrong_number_of_values_is_named(answer: object, matc
 # -- sync where async is required, and vice versa ----------------------------------------------
 
 
-def test_sync_create_session_is_refused() -> None:
-    """A creator whose create_session is a plain def is refused at construction."""
+def test_creator_needing_arguments_is_refused() -> None:
+    """A create_session or a factory that needs arguments is refused at construction, named."""
 
-    class SyncCreator:
-        def create_session(self) -> ScriptedSession:
+    class NeedsPath:
+        def create_session(self, path: str) -> ScriptedSession:
             return ScriptedSession()
 
-    with pytest.raises(TypeError, match=r"create_session must be 'async def'"):
-        MonitoredSession(SyncCreator(), [])
-
-
-def test_sync_factory_is_refused() -> None:
-    """A plain callable as the creator is refused with a hint."""
-    with pytest.raises(TypeError, match=r"is a plain callable; pass an async factory"):
-        MonitoredSession(ScriptedSession, [])
+    with pytest.raises(TypeError, match=r"create_session .*NeedsPath.create_session needs arguments \(path\)"):
+        MonitoredSession(NeedsPath(), [])
+    with pytest.raises(TypeError, match=r"session_creator is the class ScriptedCreator; pass an instance"):
+        MonitoredSession(ScriptedCreator, [])
 
 
 def test_creator_of_wrong_type_is_refused() -> None:
     """Something that is neither a creator nor a factory names its type."""
-    with pytest.raises(TypeError, match=r"session_creator must have 'async def create_session\(\)'.*got int"):
+    with pytest.raises(TypeError, match=r"session_creator must be a function of no arguments.*got int 3"):
         MonitoredSession(3, [])
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from .._errors import SessionClosedError
 from .._hooks import RunMetadata, RunOptions
 from .._recovery import RetryPolicy
 from .._session import MonitoredSession, SingularMonitoredSession
@@ -68,9 +69,9 @@ async def drive(
 
     ``steps`` is a number of steps or a list of step scripts: a mapping of fetch key
     to value, or a callable ``(step, feed_dict) -> mapping``. A fetch missing there is
-    answered from ``values`` (a value, or a callable ``(step, feed_dict)``); as in TensorFlow,
-    fetching a fed key returns the fed value. The session is run until a hook requests
-    stop or the script ends.
+    answered from ``values`` (a value, or a callable ``(step, feed_dict)``); anything else,
+    a fed key included, is a ``KeyError``, as from a ``StepSession``. The session is run
+    until a hook requests stop or the script ends.
 
     Faults: ``errors`` maps a script step to a fault (or a list: one per attempt)
     raised by the session instead of answering; a step equal to the script's length
@@ -184,16 +185,19 @@ class _Life:
         return [self._value(key, index, feeds, produced) for key in fetches]
 
     def _value(self, key: Hashable, index: int, feeds: Mapping[Any, Any], produced: Mapping[Hashable, Any]) -> Any:
-        if key in feeds:  # as in TensorFlow, a fed key is fetched as fed
-            return feeds[key]
         if key in produced:
             return produced[key]
         if key in self.values:
             value = self.values[key]
             return value(index, feeds) if callable(value) else value
-        known = sorted(map(repr, {*produced, *self.values, *feeds}))
+        known = sorted(map(repr, {*produced, *self.values}))
+        fed = (
+            f"; {key!r} is fed, but a fed key is not fetched back (a StepSession answers "
+            "only from what its step returns)"
+            if key in feeds else ""
+        )
         raise KeyError(
-            f"drive(): step {index} has no value for fetch {key!r}; give it in steps=[...] "
+            f"drive(): step {index} has no value for fetch {key!r}{fed}; give it in steps=[...] "
             f"or values={{...}} (known: {', '.join(known) or 'nothing'})"
         )
 
@@ -217,7 +221,7 @@ class _ScriptedRunSession:
         run_metadata: RunMetadata,
     ) -> list[Any]:
         if self.closed:
-            raise RuntimeError(f"{self!r} used after close")
+            raise SessionClosedError(f"{self!r} used after close")
         life = self.life
         run = SessionRun(self.number, life.index, list(fetches), dict(feed_dict), options)
         life.record.runs.append(run)

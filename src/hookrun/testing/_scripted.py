@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 
 from .._coordinator import Coordinator
+from .._errors import SessionClosedError
 from .._hooks import (
     RunMetadata,
     RunOptions,
@@ -145,7 +146,7 @@ class ScriptedSession:
         run_metadata: RunMetadata,
     ) -> list[Any]:
         if self.closed:
-            raise RuntimeError(f"{self!r} used after close")
+            raise SessionClosedError(f"{self!r} used after close")
         step = self.steps
         self.steps += 1
         self.runs.append((list(fetches), dict(feed_dict), options))
