@@ -95,7 +95,7 @@ class ProgressBarHook(SessionRunHook):
         elif self._step is not None and self._log_timer.last_triggered_step() != self._step:
             self._log_line()
 
-    def on_exception(self, session: object, exception: BaseException) -> None:
+    async def on_exception(self, session: object, exception: BaseException) -> None:
         """Close the bar where it stopped (the session failed or was cancelled)."""
         bar, self._bar = self._bar, None
         if bar is not None:
