@@ -128,14 +128,14 @@ async def test_a_cancellation_gets_the_cancellation_exception_shielded() -> None
                 await anyio.lowlevel.checkpoint()
             await super().on_exception(session, exception)
 
-    hooks = [SlowExit("slow", log), PlainExits("plain", log)]
+    hooks = [SlowExit("slow", log), SlowExit("slow too", log), PlainExits("plain", log)]
     with anyio.fail_after(LIMIT):
         with anyio.CancelScope() as outer:
             async with MonitoredSession(ScriptedCreator(), hooks):
                 outer.cancel()
                 await anyio.sleep_forever()
     assert outer.cancelled_caught
-    assert phases(log) == [("plain", "on_exception"), ("slow", "on_exception")]
+    assert phases(log) == [("plain", "on_exception"), ("slow", "on_exception"), ("slow too", "on_exception")]
     assert all(isinstance(exception, anyio.get_cancelled_exc_class()) for _, _, exception in log)
 
 
@@ -191,6 +191,41 @@ async def test_a_failing_creation_at_entry_calls_on_exception_without_a_session(
             pytest.fail("the body must not run")
     assert phases(log) == [("a", "on_exception"), ("b", "on_exception")]
     assert [hook.session for hook in hooks] == [None, None]
+
+
+async def test_a_failing_after_create_session_at_entry_calls_on_exception() -> None:
+    """after_create_session fails at entry: on_exception gets the error (the session is closed: None)."""
+    log: list[tuple[str, str, object]] = []
+    error = Boom("after_create_session")
+    creator = ScriptedCreator()
+    with anyio.fail_after(LIMIT), pytest.raises(Boom):
+        async with MonitoredSession(creator, [Exits("a", log), FaultyHook("after_create_session", error)]):
+            pytest.fail("the body must not run")
+    assert log == [("a", "on_exception", error)]
+    assert creator.sessions[0].closed == 1
+
+
+async def test_recovery_giving_up_calls_on_exception_without_a_session() -> None:
+    """Re-creating the session fails for good: on_exception gets that error and no session."""
+    log: list[tuple[str, str, object]] = []
+    hook = Exits("a", log)
+    creator = ScriptedCreator({"x": 1}, session_errors={0: {0: UnavailableError("lost")}},
+                              errors={1: Boom("cannot re-create")})
+    retry = hookrun.RetryPolicy(initial_delay=0.0, jitter=False)
+    with anyio.fail_after(LIMIT), pytest.raises(Boom, match="cannot re-create"):
+        async with MonitoredSession(creator, [hook], retry=retry) as sess:
+            await sess.run("x")
+    assert [(name, phase) for name, phase, _ in log] == [("a", "on_exception")]
+    assert hook.session is None
+
+
+async def test_hook_timeout_bounds_each_on_exception_call() -> None:
+    """hook_timeout applies to on_exception: a call over it is a HookTimeoutError noted on the error."""
+    hooks = [FaultyHook("on_exception", "hang", name="stuck")]
+    with anyio.fail_after(LIMIT), pytest.raises(Boom) as raised:
+        async with MonitoredSession(ScriptedCreator(), hooks, hook_timeout=0.05):
+            raise Boom("in the block")
+    assert any("HookTimeoutError" in note and "on_exception" in note for note in raised.value.__notes__)
 
 
 async def test_a_recovered_error_calls_neither_until_the_end() -> None:

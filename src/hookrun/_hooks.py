@@ -80,7 +80,7 @@ class SessionRunHook:
         or is cancelled (``exception``: that error, or the cancellation exception).
 
         ``session`` is the raw session, or ``None`` when there is none (the error came
-        before the first session was created, or re-creating it failed). Release what
+        before a session was ready, or re-creating it failed). Release what
         ``begin`` acquired here as in ``end``. It runs shielded from cancellation, bounded
         by ``stop_grace_period``; an error it raises is logged and added as a note to
         ``exception``, which still propagates. Only hooks whose ``begin`` was called get it.
