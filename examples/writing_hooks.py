@@ -1,8 +1,10 @@
 """Ways to write a hook: a class with async and plain methods, a blocking hook in a thread,
-hooks in a fixed order, and functions turned into hooks with schedules.
+hooks in a fixed order, functions turned into hooks with schedules, and a hook that
+releases its file on every exit.
 
 ``main(steps)`` runs them all on one session and returns what each saw, so the
-tests can check when every schedule fired.
+tests can check when every schedule fired; ``failing(path)`` runs the file-holding
+hook through a session that fails.
 """
 
 from __future__ import annotations
@@ -53,6 +55,56 @@ class JsonLinesLog:
         with self.path.open("a") as file:  # blocking: runs in a worker thread
             file.write(json.dumps({"step": run_values.global_step, "loss": run_values.results}) + "\n")
 # --8<-- [end:in_thread]
+
+
+# --8<-- [start:on_exception]
+class CsvLog(hookrun.SessionRunHook):
+    """Holds a file open from begin until the session exits, whichever way it exits."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: anyio.AsyncFile[str] | None = None
+
+    async def begin(self) -> None:
+        self.file = await anyio.open_file(self.path, "w")
+
+    def before_run(self, run_context: hookrun.SessionRunContext) -> hookrun.SessionRunArgs:
+        return hookrun.SessionRunArgs("loss")
+
+    async def after_run(self, run_context: hookrun.SessionRunContext, run_values: hookrun.SessionRunValues) -> None:
+        assert self.file is not None
+        await self.file.write(f"{run_values.global_step},{run_values.results}\n")
+
+    async def end(self, session: Any) -> None:  # a clean end
+        await self.close()
+
+    async def on_exception(self, session: Any, exception: BaseException) -> None:  # an error, a cancellation
+        await self.close()  # the lines written so far are kept
+
+    async def close(self) -> None:
+        file, self.file = self.file, None
+        if file is not None:
+            await file.aclose()
+# --8<-- [end:on_exception]
+
+
+async def failing(path: Path, steps: int = 3) -> CsvLog:
+    """Run ``CsvLog`` for ``steps`` steps, then fail: its file is closed all the same."""
+    async def step(feed: dict[str, float]) -> dict[str, float]:
+        return {"loss": 0.5}
+
+    async def create() -> hookrun.StepSession:
+        return hookrun.StepSession(step)
+
+    log = CsvLog(path)
+    try:
+        async with hookrun.MonitoredSession(create, [log]) as session:
+            for _ in range(steps):
+                await session.run()
+            raise RuntimeError("the input broke")
+    except RuntimeError:
+        pass
+    return log
 
 
 class Tagger(hookrun.SessionRunHook):

@@ -24,7 +24,7 @@ from hookrun._hooks import HOOK_METHODS
 pytestmark = pytest.mark.anyio
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("matrix_var", default="unset")
-ARITY = {"begin": 0, "after_create_session": 2, "before_run": 1, "after_run": 2, "end": 1}
+ARITY = {"begin": 0, "after_create_session": 2, "before_run": 1, "after_run": 2, "end": 1, "on_exception": 2}
 KINDS = ("plain", "returns", "sets_var", "suspends", "fails_before", "fails_after", "hangs")
 FAILING = {"fails_before", "fails_after", "hangs"}
 WARM_RUNS = 40

@@ -42,6 +42,13 @@ async def test_writing_hooks_schedules_fire_where_the_page_says(tmp_path: Path) 
 
 
 @pytest.mark.anyio
+async def test_writing_hooks_on_exception_closes_the_file(tmp_path: Path) -> None:
+    log = await writing_hooks.failing(tmp_path / "losses.csv", steps=3)
+    assert log.file is None  # closed by on_exception, after the error
+    assert (tmp_path / "losses.csv").read_text().splitlines() == ["1,0.5", "2,0.5", "3,0.5"]
+
+
+@pytest.mark.anyio
 async def test_the_ported_tensorflow_hook_reads_without_training() -> None:
     lines, updates = await porting_tensorflow.main(30)
     assert updates == 30  # hookrun.fetch in the hook read the accuracy without a training step

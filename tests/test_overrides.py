@@ -128,9 +128,9 @@ def _builtin_hook_classes() -> list[type]:
     return found
 
 
-@pytest.mark.parametrize("method", ["begin", "after_create_session", "end"])
+@pytest.mark.parametrize("method", ["begin", "after_create_session", "end", "on_exception"])
 def test_every_builtin_hook_implements_lifecycle_methods_as_async_def(method: str) -> None:
-    """What subclasses should expect: begin, after_create_session and end are 'async def'."""
+    """What subclasses should expect: begin, after_create_session, end and on_exception are 'async def'."""
     for cls in _builtin_hook_classes():
         implementation = getattr(cls, method)
         if implementation is getattr(SessionRunHook, method):

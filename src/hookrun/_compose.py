@@ -2,7 +2,8 @@
 ``sequential`` (members one after another in every phase).
 
 Both expose only the methods their members implement, so the dispatcher still
-calls nothing it does not need. ``sequential`` merges its members' requests
+calls nothing it does not need; ``on_exception`` is forwarded too (``sequential``
+calls every member's, in order, even after one of them failed). ``sequential`` merges its members' requests
 into one ``SessionRunArgs`` and hands each member back exactly its own results.
 """
 
@@ -76,6 +77,8 @@ class _SequentialHook:
             self.before_run = self._before_run
         if self._calls["after_run"] or self._calls["before_run"]:
             self.after_run = self._after_run
+        if self._calls["on_exception"]:
+            self.on_exception = self._on_exception
 
     def __repr__(self) -> str:
         return self.name
@@ -83,6 +86,20 @@ class _SequentialHook:
     async def _chain(self, calls: Sequence[Call], *args: Any) -> None:
         for call in calls:
             await _call(call, args)
+
+    async def _on_exception(self, session: Any, exception: BaseException) -> None:
+        """Every member's ``on_exception`` in order, even after one failed (each is a
+        clean-up); the first error is raised with the others as notes."""
+        failures: list[BaseException] = []
+        for call in self._calls["on_exception"]:
+            try:
+                await _call(call, (session, exception))
+            except Exception as exc:
+                failures.append(exc)
+        if failures:
+            for other in failures[1:]:
+                failures[0].add_note(f"hookrun: another member's on_exception also failed: {other!r}")
+            raise failures[0]
 
     async def _before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         requests: list[tuple[Call, SessionRunArgs]] = []

@@ -32,8 +32,9 @@ __all__ = [
     "check_feed_dict",
 ]
 
-#: The five methods of the hook protocol, in lifecycle order.
-HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
+#: The methods of the hook protocol, in lifecycle order: TensorFlow's five, then
+#: ``on_exception`` (called instead of ``end`` when the session exits with an error).
+HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end", "on_exception")
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
 
@@ -41,7 +42,7 @@ _EMPTY: Mapping[str, object] = MappingProxyType({})
 class SessionRunHook:
     """Base class of hooks: every method is a no-op unless overridden.
 
-    Override any of the five methods as ``async def`` or as a plain ``def``
+    Override any of the methods as ``async def`` or as a plain ``def``
     (plain methods are called inline on the event loop and must not block;
     wrap a blocking hook with :func:`hookrun.in_thread`). Only the methods a
     hook overrides are ever called.
@@ -72,6 +73,18 @@ class SessionRunHook:
 
     def end(self, session: Any) -> object:
         """Called once when the monitored session ends cleanly."""
+        return None
+
+    def on_exception(self, session: Any, exception: BaseException) -> object:
+        """Called once instead of ``end`` when the monitored session exits with an error
+        or is cancelled (``exception``: that error, or the cancellation exception).
+
+        ``session`` is the raw session, or ``None`` when there is none (the error came
+        before a session was ready, or re-creating it failed). Release what
+        ``begin`` acquired here as in ``end``. It runs shielded from cancellation, bounded
+        by ``stop_grace_period``; an error it raises is logged and added as a note to
+        ``exception``, which still propagates. Only hooks whose ``begin`` was called get it.
+        """
         return None
 
 

@@ -5,9 +5,10 @@ Entering (``__aenter__``) opens the session's task group, runs every hook's ``be
 (once, ever), creates the first session (``_recovering.py``) and moves NEW → ENTERING →
 OPEN; no step starts while it enters (``run()`` from another task is refused).
 Closing (``aclose``, ``__aexit__``, or an entry that failed) moves any state to CLOSED:
-every hook's ``end`` when the exit is clean and there is a session to end with, then
-the coordinator and the raw session, shielded and bounded by the grace period, then
-the task group, left last so that it outlives every task it holds.
+every hook's ``end`` when the exit is clean and there is a session to end with (else
+every started hook's ``on_exception``, ``_exits.py``), then the coordinator and the raw
+session, shielded and bounded by the grace period, then the task group, left last so
+that it outlives every task it holds.
 
 A clean close from another task while a step runs (OPEN) waits for that step to end
 (no new step starts once the close began), then ends and closes: ``end`` comes after
@@ -21,7 +22,8 @@ first one to be done.
 
 A close from another task while the session is being entered wins: the entry creates
 no session after it, closes the one created meanwhile (``after_create_session`` ran,
-``end`` does not) and raises ``SessionClosedError``; the body never runs.
+``end`` does not: ``on_exception`` receives the ``SessionClosedError``) and raises
+``SessionClosedError``; the body never runs.
 
 Invariants: every created session and coordinator is closed exactly once
 (``_close_current`` takes them off the session before closing them); ``end`` never
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 
     from ._coordinator import Coordinator
     from ._dispatch import Dispatcher
+    from ._exits import ExitHooks
     from ._plan import PhasePlan
     from ._recovery import RetryBudget, RetryPolicy
     from ._statistics import Collector
@@ -67,6 +70,7 @@ class Lifecycle:
     _dispatcher: Dispatcher
     _begin: PhasePlan
     _end: PhasePlan
+    _exits: ExitHooks
     _retry: RetryPolicy
     _raw: Any
     _coord: Coordinator | None
@@ -134,6 +138,8 @@ class Lifecycle:
     async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
         try:
             await self._close(call_end=call_end, error=error)
+            if error is not None:  # another task closed it without ending: tell the hooks of this error
+                await self._exits.settle(None, ending=False, exception=error, step=self._step_now())
         finally:
             await self._exit_task_group()
 
@@ -176,6 +182,9 @@ class Lifecycle:
                 why = "it is being created" if self._stats.sessions_created == 0 else "it is being re-created"
             log_warning("closing without a session (%s); the hooks' end is not called", why, step=self._step_now())
             call_end = False
+        # Every hook either ends or hears why not: ``on_exception``, shielded (``_exits.py``).
+        await self._exits.settle(self._raw, ending=call_end, exception=error or interrupted or self._broken,
+                                 step=self._step_now())
         if call_end:
             try:
                 await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls))

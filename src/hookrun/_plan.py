@@ -1,6 +1,6 @@
 """What each phase calls, decided once when the hooks are frozen. Pure, no I/O.
 
-``plan_hooks`` validates the hooks (an object with none of the five methods is
+``plan_hooks`` validates the hooks (an object with none of the hook methods is
 a ``TypeError`` naming it) and records, for every phase, the hooks that really
 override that method, each marked sync or async.
 """

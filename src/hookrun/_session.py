@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 from ._coordinator import Coordinator
 from ._dispatch import Dispatcher
 from ._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
+from ._exits import ExitHooks
 from ._factories import creator_function
 from ._hooks import RunMetadata, RunOptions, check_feed_dict
 from ._iterate import StepIterator, check_feeds
@@ -133,6 +134,9 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         self._stats = Collector(plans, statistics_options(statistics))
         self._begin, self._after_create = self._stats.plan("begin"), self._stats.plan("after_create_session")
         self._before, self._after, self._end = plans["before_run"], plans["after_run"], self._stats.plan("end")
+        #: The hooks' ``on_exception`` on an exit that does not end them (``_exits.py``).
+        self._exits = ExitHooks(self._stats.plan("on_exception"), self._grace)
+        self._begin = self._exits.watch_begin(self._begin)
         self._hooked = bool(self._before.calls or self._after.calls)
         # A step needs a cancel scope around its phases when a phase has a hook after an async one.
         step_scoped = self._before.cancellable or self._after.cancellable

@@ -167,6 +167,12 @@ class CheckpointSaverHook(SessionRunHook):
         for listener in self._listeners:
             await _notify(listener, "end", session, step)
 
+    async def on_exception(self, session: object, exception: BaseException) -> None:
+        """Save nothing more and let go of the failed session's coordinator: a write still in
+        flight is finished or stopped by that coordinator as it closes (a checkpoint file is
+        written whole or not at all); listeners' ``end`` is not called."""
+        self._coord, self._writing = None, None
+
     async def wait_saved(self) -> None:
         """Wait until the checkpoint being written in the background (if any) is durable."""
         writing = self._writing

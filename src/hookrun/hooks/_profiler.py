@@ -5,7 +5,8 @@ records one ``TimingRecord`` per hook call and one for the session run in the
 step's ``RunMetadata``. Because ``after_run`` calls run concurrently, other
 hooks' ``after_run`` records of a traced step may be missing while this hook's
 own ``after_run`` runs, so the file is written at the next ``before_run`` (or
-at ``end``), when the step is complete.
+when the session exits: at ``end``, or in ``on_exception`` after an error or a
+cancellation), when the step is complete. Each file is written whole or not at all.
 
 File format: ``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData":
 {...}}`` with one complete ("X") event per record (``ts``/``dur`` in
@@ -98,6 +99,10 @@ class ProfilerHook(SessionRunHook):
 
     async def end(self, session: object) -> None:
         """Write the last traced step, if any."""
+        await self._write_pending()
+
+    async def on_exception(self, session: object, exception: BaseException) -> None:
+        """Write the last traced step, if any: a trace of the steps before a failure is kept."""
         await self._write_pending()
 
     async def _write_pending(self) -> None:

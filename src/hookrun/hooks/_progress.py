@@ -95,6 +95,12 @@ class ProgressBarHook(SessionRunHook):
         elif self._step is not None and self._log_timer.last_triggered_step() != self._step:
             self._log_line()
 
+    async def on_exception(self, session: object, exception: BaseException) -> None:
+        """Close the bar where it stopped (the session failed or was cancelled)."""
+        bar, self._bar = self._bar, None
+        if bar is not None:
+            bar.close()
+
     def _open(self, step: int) -> None:
         self._step = step
         if self.mode == "bar":

@@ -4,12 +4,17 @@ Like ``OpenTelemetryHook`` it asks for a trace of every step and reads the step'
 ``RunMetadata.timings`` when the step ends (``step_context``), so every hook call
 is observed, not a sample. Metrics live in a registry of the hook's own unless
 one is given; ``port`` serves them on ``http://addr:port/metrics`` from
-``begin`` to ``end`` (or ``close()``). Needs ``hookrun[prometheus]``.
+``begin`` until the session exits, whichever way (``end``, ``on_exception``, or
+``close()``). Needs ``hookrun[prometheus]``.
+
+Invariant: a server started is always recorded on the hook, even when the ``begin``
+that started it is cancelled while waiting for the thread, so every exit stops it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -38,7 +43,11 @@ class PrometheusHook(SessionRunHook):
     ``prometheus_client.REGISTRY`` to join the process-wide one); ``None`` makes
     one for this hook, :attr:`registry`. ``port``: serve ``/metrics`` there while
     the session runs (``0`` picks a free port, see :attr:`port`), bound to ``addr``
-    (loopback by default: pass ``"0.0.0.0"`` to expose it).
+    (loopback by default: pass ``"0.0.0.0"`` to expose it). The server stops on
+    every exit of the session: a clean end, an error or a cancellation (in
+    ``on_exception``), so the port can be served again at once. A port that cannot be
+    served (already taken, say) is an ``OSError`` from ``begin`` naming the hook, the
+    address and the port, with the original error's ``errno``.
     """
 
     traces_before_run = True
@@ -73,14 +82,22 @@ class PrometheusHook(SessionRunHook):
 
     async def begin(self) -> None:
         """Start serving ``/metrics`` when a port was given."""
-        port = self._port
-        if port is not None and self._server is None:
-            from prometheus_client import start_http_server
+        if self._port is not None and self._server is None:
+            # Not abandoned if cancelled: the thread's server is recorded before it returns.
+            await anyio.to_thread.run_sync(self._serve, self._port)
 
-            self._server, self._thread = await anyio.to_thread.run_sync(
-                lambda: start_http_server(port, addr=self._addr, registry=self.registry)
-            )
-            self.port = self._server.server_address[1]
+    def _serve(self, port: int) -> None:
+        """Start the server (in a worker thread) and record it on the hook at once."""
+        from prometheus_client import start_http_server
+
+        try:
+            self._server, self._thread = start_http_server(port, addr=self._addr, registry=self.registry)
+        except OSError as exc:
+            taken = " (another server listens there)" if exc.errno == errno.EADDRINUSE else ""
+            raise OSError(
+                exc.errno, f"PrometheusHook could not serve /metrics on {self._addr}:{port}: {exc}{taken}"
+            ) from exc
+        self.port = self._server.server_address[1]
 
     async def after_create_session(self, session: Any, coord: Any) -> None:
         """Count the session; every one after the first is a recovery."""
@@ -116,6 +133,10 @@ class PrometheusHook(SessionRunHook):
 
     async def end(self, session: Any) -> None:
         """Stop serving."""
+        await anyio.to_thread.run_sync(self.close)
+
+    async def on_exception(self, session: Any, exception: BaseException) -> None:
+        """Stop serving: a session that failed or was cancelled answers no more scrapes."""
         await anyio.to_thread.run_sync(self.close)
 
     def close(self) -> None:

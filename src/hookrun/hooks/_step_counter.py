@@ -69,6 +69,10 @@ class StepCounterHook(SessionRunHook):
         """Flush (or close, if the hook made it) the summary writer."""
         await self._slot.finish()
 
+    async def on_exception(self, session: object, exception: BaseException) -> None:
+        """Flush (or close, if the hook made it) the summary writer."""
+        await self._slot.finish()
+
     def _record(self, elapsed_steps: int, elapsed_secs: float, step: int) -> None:
         rate = elapsed_steps / elapsed_secs if elapsed_secs > 0 else float("inf")
         if self._slot.writer is not None:

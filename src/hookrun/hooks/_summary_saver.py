@@ -23,7 +23,8 @@ class SummarySaverHook(SessionRunHook):
     one of ``output_dir`` (TensorBoard event files through tensorboardX, extra
     ``hookrun[tensorboard]``) / ``summary_writer`` (any :class:`SummaryWriter`).
     Whether to fetch is decided in ``before_run`` for the step the run will
-    reach, so nothing is fetched on other steps. ``end`` closes a writer the
+    reach, so nothing is fetched on other steps. ``end`` (or ``on_exception``,
+    when the session exits with an error or is cancelled) closes a writer the
     hook made and flushes one it was given. ``clock`` replaces
     :func:`anyio.current_time`.
     """
@@ -73,6 +74,10 @@ class SummarySaverHook(SessionRunHook):
 
     async def end(self, session: object) -> None:
         """Close (or flush) the writer."""
+        await self._slot.finish()
+
+    async def on_exception(self, session: object, exception: BaseException) -> None:
+        """Close (or flush) the writer: the summaries written so far are kept."""
         await self._slot.finish()
 
 

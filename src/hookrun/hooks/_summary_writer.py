@@ -10,8 +10,10 @@ the protocol promises. Every writer created here gets an event-file name of its
 own, so several hooks may write into one directory.
 
 ``WriterSlot`` is the ownership rule the hooks share: a writer the hook made
-from ``output_dir`` is closed by the hook at ``end``; a writer the user passed
-is only flushed.
+from ``output_dir`` is closed by the hook when the session exits, whichever way
+(``end``, or ``on_exception`` after an error or a cancellation); a writer the user
+passed is only flushed. A writer made is recorded on the slot by the thread that
+made it, so a ``begin`` cancelled meanwhile still leaves it to be closed.
 """
 
 from __future__ import annotations
@@ -139,7 +141,11 @@ class WriterSlot:
     async def open(self) -> None:
         """Create the owned writer (in a worker thread: it makes the directory and file)."""
         if self._output_dir is not None and self.writer is None:
-            self.writer = await anyio.to_thread.run_sync(TensorBoardWriter, self._output_dir)
+            # Not abandoned if cancelled: the writer is recorded before the thread returns.
+            await anyio.to_thread.run_sync(self._make, self._output_dir)
+
+    def _make(self, output_dir: str | os.PathLike[str]) -> None:
+        self.writer = TensorBoardWriter(output_dir)
 
     async def finish(self) -> None:
         """Close an owned writer, flush a given one."""

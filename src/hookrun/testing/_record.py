@@ -25,7 +25,8 @@ class HookCall:
     ``before_run``/``after_run``, else ``None``; ``time`` is the clock's
     reading when the call began; ``session`` numbers the session current at
     the call (0 for the first, -1 before any). ``outcome`` is ``"running"``,
-    ``"returned"``, ``"raised"`` or ``"cancelled"``.
+    ``"returned"``, ``"raised"`` or ``"cancelled"``. ``exception`` is what an
+    ``on_exception`` call received (the error, or the cancellation), else ``None``.
     """
 
     hook: object
@@ -39,6 +40,7 @@ class HookCall:
     requested_stop: bool = False
     outcome: str = "running"
     error: BaseException | None = None
+    exception: BaseException | None = None
 
     @property
     def results(self) -> Any:

@@ -105,6 +105,8 @@ class Tape:
         ctx = args[0] if args and isinstance(args[0], SessionRunContext) else None
         step = ctx.global_step if ctx is not None else None
         call = HookCall(hook, _name(hook), phase, step, self.clock(), self.session_number())
+        if phase == "on_exception" and len(args) > 1 and isinstance(args[1], BaseException):
+            call.exception = args[1]
         self.record.calls.append(call)
         self.active += 1
         if ctx is not None:
