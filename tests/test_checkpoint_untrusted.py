@@ -303,3 +303,38 @@ async def test_monitored_training_session_falls_back_to_the_previous_checkpoint(
         async with MonitoredTrainingSession(Model, checkpoint_dir=tmp_path, log_step_count_steps=0) as session:
             assert await session.step_counter.get() == 3
             assert await session.run("weight") == 4
+
+
+INDEX_FIELDS: dict[str, dict[str, object]] = {
+    "checkpoints-an-int": {"checkpoints": 5},
+    "checkpoints-a-string": {"checkpoints": "abc"},
+    "checkpoints-of-ints": {"checkpoints": [1]},
+    "mark-too-large-for-a-float": {"last_preserved_at": 10**400},
+    "mark-nan": {"last_preserved_at": math.nan},
+    "mark-a-string": {"last_preserved_at": "x"},
+    "mark-negative": {"last_preserved_at": -5},
+    "entry-fields-wrong": {"checkpoints": [{"name": "ckpt-3", "step": "x", "seq": None, "saved_at": [1]}]},
+}
+
+
+@pytest.mark.parametrize("fields", INDEX_FIELDS.values(), ids=INDEX_FIELDS.keys())
+async def test_malformed_index_fields_are_ignored(tmp_path: Path, fields: dict[str, object]) -> None:
+    """Index fields of the wrong type or range are ignored: the checkpoints come from their files."""
+    await save_good(tmp_path)
+    index = json.loads((tmp_path / "index.json").read_text())
+    index.update(fields)
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    checkpointer = Checkpointer(tmp_path)
+    assert [(info.step, info.preserved) for info in checkpointer.all()] == [(3, False)]
+    assert latest_checkpoint(tmp_path) == str(tmp_path / "ckpt-3")
+    await checkpointer.save(4, {})
+    assert [info.step for info in Checkpointer(tmp_path).all()] == [3, 4]
+
+
+async def test_only_a_true_preserved_flag_in_the_index_preserves(tmp_path: Path) -> None:
+    """A "preserved" entry that is not true (the string "no") does not keep a checkpoint for good."""
+    await save_good(tmp_path)
+    index = json.loads((tmp_path / "index.json").read_text())
+    index["checkpoints"][0]["preserved"] = "no"
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    assert [info.preserved for info in Checkpointer(tmp_path).all()] == [False]
