@@ -24,6 +24,7 @@ from hookrun import (
     CorruptCheckpointError,
     LocalStepCounter,
     MonitoredTrainingSession,
+    MsgpackCodec,
     latest_checkpoint,
 )
 from hookrun._checkpoint_file import MAGIC, VERSION
@@ -366,3 +367,42 @@ async def test_an_explicit_sparse_file_is_an_error_at_once(tmp_path: Path) -> No
     with pytest.raises(CorruptCheckpointError, match="ckpt-9") as caught:
         await Checkpointer(tmp_path).restore(path)
     assert caught.value.path == str(path) and time.monotonic() - started < 2.0
+
+
+def structure_with(value: object) -> memoryview:
+    """A payload whose structure is ``{"x": value}``, followed by 128 bytes of buffers."""
+    structure = msgpack.encode({"x": value})
+    padding = -(8 + len(structure)) % 64
+    return memoryview(bytearray(payload_of(structure) + bytes(padding + 128)))
+
+
+MALFORMED_EXTENSIONS: dict[str, object] = {
+    "descriptor-a-string": msgpack.Ext(1, msgpack.encode("abc")),
+    "descriptor-too-short": msgpack.Ext(1, msgpack.encode(["<f8", [1], 0])),
+    "shape-a-string": msgpack.Ext(1, msgpack.encode(["<f8", "x", 0, 8])),
+    "offset-negative": msgpack.Ext(1, msgpack.encode(["<f8", [1], -64, 8])),
+    "shape-huge": msgpack.Ext(1, msgpack.encode(["<f8", [2**64 - 1, 2**64 - 1], 0, 8])),
+    "buffer-past-the-payload": msgpack.Ext(1, msgpack.encode(["<f8", [100], 0, 800])),
+    "dtype-object": msgpack.Ext(1, msgpack.encode(["|O", [1], 0, 8])),
+    "dtype-a-number": msgpack.Ext(1, msgpack.encode([5, [1], 0, 8])),
+    "dtype-unknown": msgpack.Ext(1, msgpack.encode(["<q9", [1], 0, 8])),
+    "scalar-too-short": msgpack.Ext(4, msgpack.encode(["<f8", b"\x00"])),
+    "scalar-not-a-pair": msgpack.Ext(4, msgpack.encode(5)),
+    "bigint-not-digits": msgpack.Ext(3, b"12x"),
+    "bigint-not-text": msgpack.Ext(3, b"\xff\xfe"),
+    "unknown-code": msgpack.Ext(9, b""),
+}
+
+
+@pytest.mark.parametrize("value", MALFORMED_EXTENSIONS.values(), ids=MALFORMED_EXTENSIONS.keys())
+def test_a_malformed_extension_is_a_value_error(value: object) -> None:
+    """Every malformed array, scalar or big-int extension is a ValueError, never another error."""
+    with pytest.raises(ValueError, match=r"array|dtype|extension|invalid literal|codec can't decode|buffer"):
+        MsgpackCodec().decode(structure_with(value))
+
+
+def test_a_key_of_another_type_is_a_value_error() -> None:
+    """A map key the encoder never writes (a tuple extension) is refused."""
+    structure = b"\x81" + msgpack.encode(msgpack.Ext(2, msgpack.encode([]))) + b"\xc0"
+    with pytest.raises(ValueError, match="key of type tuple"):
+        MsgpackCodec().decode(memoryview(bytearray(payload_of(structure))))

@@ -100,7 +100,7 @@ def _verify(path: str) -> None:
     if meta["codec"] != MsgpackCodec.name:
         return
     try:
-        MsgpackCodec().check(lambda at, count: read_region(path, start + at, count), meta["payload_bytes"])
+        MsgpackCodec()._check(lambda at, count: read_region(path, start + at, count), meta["payload_bytes"])
     except ValueError as exc:
         raise CorruptCheckpointError(path, f"its payload does not decode ({exc})") from None
 

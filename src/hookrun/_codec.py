@@ -76,7 +76,9 @@ class MsgpackCodec:
     ``None``, bools, ints of any size, floats, strings, bytes and bytearrays,
     and NumPy arrays and scalars (dtype, shape and byte order kept; arrays come
     back C-contiguous and writable). Anything else is a ``TypeError`` naming
-    where in the state it is. Object and structured dtypes are refused.
+    where in the state it is. Object and structured dtypes are refused. Dicts,
+    lists and tuples nest at most 100 levels deep (the state is the first): a
+    deeper state is a ``ValueError`` naming where, and so is a payload holding one.
     """
 
     name = "hookrun-msgpack-1"
@@ -106,7 +108,7 @@ class MsgpackCodec:
         structure = _structure(lambda start, count: payload[start : start + count], payload.nbytes)
         return _decode(structure, _Decoder(payload, payload.nbytes, _LENGTH.size + structure.nbytes))
 
-    def check(self, read: Callable[[int, int], Chunk], payload_bytes: int) -> None:
+    def _check(self, read: Callable[[int, int], Chunk], payload_bytes: int) -> None:
         """Check a payload of ``payload_bytes`` as ``decode`` would, reading its structure only
         (``read(start, count)``: those bytes of the payload): its array buffers are checked to
         lie within it, not read. Raises ``ValueError`` for what ``decode`` would reject."""
@@ -271,13 +273,13 @@ class _Encoder:
         return memoryview(section)
 
 
-#: What ``MsgpackCodec.check`` puts where an array would be (its buffer is not read).
+#: What ``MsgpackCodec._check`` puts where an array would be (its buffer is not read).
 _UNREAD = object()
 
 
 class _Decoder:
     """Turns the extensions back into tuples, big ints, bytearrays and NumPy values. Without
-    a ``payload`` (``check``), arrays are checked against ``payload_bytes`` but not made."""
+    a ``payload`` (``_check``), arrays are checked against ``payload_bytes`` but not made."""
 
     def __init__(self, payload: memoryview | None, payload_bytes: int, structure_end: int) -> None:
         self.payload = payload
