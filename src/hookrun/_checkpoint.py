@@ -33,9 +33,11 @@ from typing import Any, Literal, TypeVar
 import anyio
 
 from ._checkpoint_file import (
+    MAX_STEP,
     CorruptCheckpointError,
     fsync_directory,
     read_file,
+    read_region,
     temporary_name,
     verify_file,
     write_file,
@@ -97,7 +99,7 @@ def _latest_valid(directory: str, basename: str) -> CheckpointInfo | None:
         if not is_own(info.path, basename):
             continue
         try:
-            verify_file(info.path)
+            _verify(info.path)
         except CorruptCheckpointError as error:
             warn_corrupt(error)
             continue
@@ -105,6 +107,18 @@ def _latest_valid(directory: str, basename: str) -> CheckpointInfo | None:
             continue
         return info
     return None
+
+
+def _verify(path: str) -> None:
+    """Check the file's checksum and, for the default codec, its payload's structure (the
+    array buffers are bounds-checked, not read), so what is called valid restores."""
+    meta, start = verify_file(path)
+    if meta["codec"] != MsgpackCodec.name:
+        return
+    try:
+        MsgpackCodec()._check(lambda at, count: read_region(path, start + at, count), meta["payload_bytes"])
+    except ValueError as exc:
+        raise CorruptCheckpointError(path, f"its payload does not decode ({exc})") from None
 
 
 class Checkpointer:
@@ -277,13 +291,18 @@ class Checkpointer:
     def _read(self, path: str) -> RestoredCheckpoint:
         return read_checkpoint(path, self.codec)
 
-    def _read_latest(self) -> RestoredCheckpoint | None:
+    def _read_latest(self, check: Callable[[RestoredCheckpoint], object] | None = None) -> RestoredCheckpoint | None:
+        """The newest checkpoint that reads, decodes and passes ``check`` (which raises
+        ``CorruptCheckpointError`` for a state of the wrong shape); others are skipped."""
         entries, _ = scan(self.directory, self.basename)
         for info in reversed(entries):
             if not is_own(info.path, self.basename):
                 continue
             try:
-                return self._read(info.path)
+                restored = self._read(info.path)
+                if check is not None:
+                    check(restored)
+                return restored
             except CorruptCheckpointError as error:
                 warn_corrupt(error)
             except FileNotFoundError:
@@ -301,9 +320,11 @@ def read_checkpoint(path: str, codec: Codec) -> RestoredCheckpoint:
         )
     try:
         state = codec.decode(payload)
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError, EOFError) as exc:
         raise CorruptCheckpointError(path, f"its payload does not decode ({exc})") from exc
-    info = CheckpointInfo(path, meta["step"], meta["seq"], float(meta.get("saved_at", 0.0)), meta.get("metric"))
+    if not isinstance(state, dict):
+        raise CorruptCheckpointError(path, f"its payload decodes to a {type(state).__name__}, not a dict")
+    info = CheckpointInfo(path, meta["step"], meta["seq"], meta["saved_at"], meta["metric"])
     return RestoredCheckpoint(info, state)
 
 
@@ -381,6 +402,8 @@ def _check_state(state: object) -> None:
 def _check_step(step: object) -> None:
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError(f"a checkpoint's step must be an int >= 0, got {step!r}")
+    if step > MAX_STEP:
+        raise ValueError(f"a checkpoint's step must be at most 2**63-1, got {step!r}")
 
 
 def _check_metric(metric: object) -> float | None:
@@ -390,5 +413,5 @@ def _check_metric(metric: object) -> float | None:
         raise TypeError(f"a checkpoint's metric must be a number, got {metric!r}")
     try:
         return float(metric)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise TypeError(f"a checkpoint's metric must be a number, got {metric!r}") from None

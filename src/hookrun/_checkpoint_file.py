@@ -18,6 +18,14 @@ fsynced, and only then renamed over the final name (atomic), after which the
 directory is fsynced. A failure or an abort before the rename removes the
 temporary file: a reader sees the old file or the complete new one, never a
 part. Blocking I/O: call these in a worker thread.
+
+Invariants of reading: every header field is checked against what
+``write_file`` writes (types, ranges, the payload length against the file's
+size) before anything is allocated or checksummed, and a file failing any
+check is a ``CorruptCheckpointError`` naming it and the field. Reading and
+checksumming cost what the file holds on disk (holes of a sparse file are not
+read, see ``_checkpoint_sparse``), and ``read_file`` reads into lazily zeroed
+memory, so a planted 8 GiB file of 4 KiB on disk costs neither time nor memory.
 """
 
 from __future__ import annotations
@@ -33,17 +41,20 @@ import struct
 import threading
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
+from ._checkpoint_sparse import crc_of_region, read_into
 from ._errors import HookrunError
 
 __all__ = [
+    "MAX_STEP",
     "CheckpointAborted",
     "CorruptCheckpointError",
     "fsync_directory",
     "is_temporary",
     "read_file",
     "read_meta",
+    "read_region",
     "temporary_name",
     "temporary_owner",
     "verify_file",
@@ -58,6 +69,9 @@ _CRC = struct.Struct("<I")
 _DIGEST = _CRC.size
 _PIECE = 64 << 20  # write and checksum in batches of this size, checking for an abort between them
 _MAX_META = 1 << 20
+_ABSENT = object()  # a header field left out
+_LAST_TIME = 253402300800.0  # 10000-01-01: no saved_at is later
+MAX_STEP = 2**63 - 1  # the largest step, sequence number or payload size a header may hold
 _TEMP = ".tmp-"
 _TOKEN: list[str] = []
 _SERIAL = itertools.count()
@@ -245,7 +259,7 @@ def write_file(
 
 
 def _parse_head(path: str, head: bytes, size: int) -> tuple[dict[str, Any], int]:
-    """The meta and where the payload starts, from the first bytes of a file."""
+    """The meta (every field checked) and where the payload starts, from a file's first bytes."""
     if size < _HEAD.size + _DIGEST:
         raise CorruptCheckpointError(path, f"only {size} bytes, too short to be a checkpoint")
     magic, version, length = _HEAD.unpack_from(head)
@@ -258,10 +272,11 @@ def _parse_head(path: str, head: bytes, size: int) -> tuple[dict[str, Any], int]
         raise CorruptCheckpointError(path, f"its header length ({length}) does not fit the file")
     try:
         meta = json.loads(head[_HEAD.size : end])
-    except ValueError:
+    except (ValueError, RecursionError):
         raise CorruptCheckpointError(path, "its header is not readable") from None
-    if not isinstance(meta, dict) or not _meta_ok(meta):
-        raise CorruptCheckpointError(path, "its header lacks the step, sequence or codec")
+    if not isinstance(meta, dict):
+        raise CorruptCheckpointError(path, f"its header is a {type(meta).__name__}, not a mapping")
+    meta = _checked_meta(path, meta)
     if end + meta["payload_bytes"] + _DIGEST != size:
         raise CorruptCheckpointError(
             path, f"{size} bytes, but its header announces {end + meta['payload_bytes'] + _DIGEST}"
@@ -269,58 +284,116 @@ def _parse_head(path: str, head: bytes, size: int) -> tuple[dict[str, Any], int]
     return meta, end
 
 
-def _meta_ok(meta: dict[str, Any]) -> bool:
-    ints = all(type(meta.get(key)) is int for key in ("step", "seq", "payload_bytes"))
-    return ints and isinstance(meta.get("codec"), str)
+def _checked_meta(path: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with every field known to be what ``write_file`` writes, or the error naming it."""
+    checked = dict(meta)
+    for key, low in (("step", 0), ("seq", 1), ("payload_bytes", 0)):
+        value = meta.get(key, _ABSENT)
+        if type(value) is not int or not low <= value <= MAX_STEP:
+            _bad_field(path, key, value, f"an int from {low} to 2**63-1")
+    codec = meta.get("codec", _ABSENT)
+    if not isinstance(codec, str) or not codec:
+        _bad_field(path, "codec", codec, "a codec name")
+    checked["saved_at"] = _number(path, meta, "saved_at", required=True)
+    checked["metric"] = _number(path, meta, "metric", required=False)
+    return checked
 
 
-def _read_head(path: str, file: Any) -> tuple[dict[str, Any], int]:
+def _number(path: str, meta: dict[str, Any], key: str, *, required: bool) -> float | None:
+    """A float field: ``saved_at`` a time from 1970 to 9999; ``metric`` any float, or absent/null."""
+    value = meta.get(key, _ABSENT)
+    if (value is None or value is _ABSENT) and not required:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        _bad_field(path, key, value, "a number")
+    try:
+        number = float(value)
+    except OverflowError:
+        _bad_field(path, key, value, "a number a float can hold")
+    if required and not 0 <= number < _LAST_TIME:  # NaN fails too
+        _bad_field(path, key, value, "a time from 1970 to 9999")
+    return number
+
+
+def _bad_field(path: str, key: str, value: object, expected: str) -> NoReturn:
+    shown = "missing" if value is _ABSENT else f"{value!r:.60}"
+    raise CorruptCheckpointError(path, f"its header field {key!r} is {shown}, not {expected}")
+
+
+def _read_head(path: str, file: Any) -> tuple[dict[str, Any], int, int]:
+    """The checked meta, the file's size and where its payload starts."""
     size = os.fstat(file.fileno()).st_size
     head = file.read(_HEAD.size)
     if len(head) == _HEAD.size and head[:8] == MAGIC:
         head += file.read(min(_HEAD.unpack(head)[2], _MAX_META))
-    return _parse_head(path, head, size)[0], size
+    meta, start = _parse_head(path, head, size)
+    return meta, size, start
 
 
 def read_meta(path: str) -> dict[str, Any]:
-    """The header of a checkpoint file, without checking its digest."""
+    """The header of a checkpoint file (every field checked), without checking its digest."""
     with open(path, "rb") as file:
         return _read_head(path, file)[0]
 
 
 def read_file(path: str) -> tuple[dict[str, Any], memoryview]:
-    """Read and verify a whole checkpoint file; return its meta and its payload."""
+    """Read and verify a whole checkpoint file; return its meta and its payload.
+
+    The header is checked before anything is allocated; the file is then read
+    into lazily zeroed memory, its holes (if it is sparse) skipped, so reading
+    costs what the file holds on disk. A size no memory can be had for is
+    reported as a corrupt file, as is one that shrinks while being read.
+    """
     with open(path, "rb") as file:
-        size = os.fstat(file.fileno()).st_size
-        data = bytearray(size)
-        view = memoryview(data)
-        read = 0
-        while read < size:
-            count = file.readinto(view[read:])
-            if not count:
-                break
-            read += count
-    if read != size:
-        raise CorruptCheckpointError(path, f"it shrank while being read ({read} of {size} bytes)")
-    meta, start = _parse_head(path, bytes(view[: min(size, _HEAD.size + _MAX_META)]), size)
-    if zlib.crc32(view[:-_DIGEST]) != _CRC.unpack_from(view, size - _DIGEST)[0]:
+        meta, size, start = _read_head(path, file)
+        buffer = _allocate(path, size)
+        view = memoryview(buffer)
+        try:
+            crc = read_into(file.fileno(), view[:-_DIGEST])
+            read_into(file.fileno(), view[-_DIGEST:], size - _DIGEST)
+        except EOFError as exc:
+            raise CorruptCheckpointError(path, f"it shrank while being read ({exc})") from None
+    if _CRC.pack(crc) != view[-_DIGEST:]:
         raise CorruptCheckpointError(path, "its checksum does not match its contents")
     return meta, view[start:-_DIGEST]
 
 
-def verify_file(path: str) -> dict[str, Any]:
-    """Check a checkpoint file's digest without keeping it in memory; return its meta."""
-    crc = 0
+def _allocate(path: str, size: int) -> mmap.mmap | bytearray:
+    """``size`` zeroed bytes the kernel provides page by page, as they are written."""
+    try:
+        return mmap.mmap(-1, size)
+    except OverflowError:
+        raise CorruptCheckpointError(
+            path, f"it announces {size} bytes, more memory than can be had to read it"
+        ) from None
+    except (OSError, ValueError):  # no anonymous mappings here: plain memory
+        pass
+    try:
+        return bytearray(size)
+    except (OverflowError, MemoryError):
+        raise CorruptCheckpointError(
+            path, f"it announces {size} bytes, more memory than can be had to read it"
+        ) from None
+
+
+def verify_file(path: str) -> tuple[dict[str, Any], int]:
+    """Check a checkpoint file's digest without keeping it in memory (holes are not read);
+    return its meta and where its payload starts."""
     with open(path, "rb") as file:
-        meta, size = _read_head(path, file)
-        file.seek(0)
-        remaining = size - _DIGEST
-        while remaining > 0:
-            piece = file.read(min(_PIECE, remaining))
-            if not piece:
-                raise CorruptCheckpointError(path, "it shrank while being read")
-            crc = zlib.crc32(piece, crc)
-            remaining -= len(piece)
+        meta, size, start = _read_head(path, file)
+        fd = file.fileno()
+        try:
+            crc = crc_of_region(fd, 0, size - _DIGEST)
+        except EOFError as exc:
+            raise CorruptCheckpointError(path, f"it shrank while being read ({exc})") from None
+        file.seek(size - _DIGEST)
         if _CRC.pack(crc) != file.read(_DIGEST):
             raise CorruptCheckpointError(path, "its checksum does not match its contents")
-    return meta
+    return meta, start
+
+
+def read_region(path: str, start: int, count: int) -> bytes:
+    """``count`` bytes of the file at ``start`` (fewer if it is shorter)."""
+    with open(path, "rb") as file:
+        file.seek(start)
+        return file.read(count)

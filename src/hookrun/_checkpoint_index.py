@@ -137,7 +137,8 @@ def _read_index(directory: str, basename: str, *, strict: bool) -> dict[str, Any
 
 def _indexed(directory: str, index: dict[str, Any]) -> dict[str, CheckpointInfo]:
     entries: dict[str, CheckpointInfo] = {}
-    for item in index.get("checkpoints", ()):
+    items = index.get("checkpoints", [])
+    for item in items if isinstance(items, list) else ():
         try:
             name = str(item["name"])
             info = CheckpointInfo(
@@ -146,7 +147,7 @@ def _indexed(directory: str, index: dict[str, Any]) -> dict[str, CheckpointInfo]
                 int(item["seq"]),
                 float(item["saved_at"]),
                 None if item.get("metric") is None else float(item["metric"]),
-                bool(item.get("preserved", False)),
+                item.get("preserved") is True,
             )
         except (KeyError, TypeError, ValueError):
             continue
@@ -188,8 +189,14 @@ def scan(directory: str, basename: str, *, clean: bool = False) -> tuple[list[Ch
             info = replace(info, preserved=known[name].preserved)
         found.append(info)
     found.sort(key=lambda info: (info.seq, info.saved_at))
-    mark = index.get("last_preserved_at")
-    return found, float(mark) if isinstance(mark, (int, float)) else None
+    return found, _time_or_none(index.get("last_preserved_at"))
+
+
+def _time_or_none(value: object) -> float | None:
+    """The index's last preserved time if it is one (a number from 1970 to 9999), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value < 253402300800 else None
 
 
 def _entry(path: str, step: int) -> CheckpointInfo | None:

@@ -6,7 +6,9 @@ session's checkpoint is the mapping::
 
     {"global_step": int, "session": <the session's state>, "hooks": {key: <state>}}
 
-(``"session"`` only when the session is checkpointable). Each checkpointable
+(``"session"`` only when the session is checkpointable). ``check_session_state``
+checks a restored state has that shape (a ``CorruptCheckpointError`` naming the
+file and the key otherwise), before anything is loaded. Each checkpointable
 object gets a stable key: its ``checkpoint_key`` attribute if it has one,
 else its class name, with ``#2``, ``#3``... for later objects of the same
 class, so the saver and the restorer agree as long as the hooks are listed in
@@ -19,10 +21,18 @@ import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from ._checkpoint_file import MAX_STEP, CorruptCheckpointError
 from ._log import logger
 from ._step import StepCounter
 
-__all__ = ["Checkpointable", "apply_state", "checkpointables", "collect_state", "is_checkpointable"]
+__all__ = [
+    "Checkpointable",
+    "apply_state",
+    "check_session_state",
+    "checkpointables",
+    "collect_state",
+    "is_checkpointable",
+]
 
 
 @runtime_checkable
@@ -108,10 +118,9 @@ async def apply_state(
     saved_step: int,
 ) -> None:
     """Load a checkpoint read from ``source`` (saved at ``saved_step``) into the session, the
-    hooks and the step counter."""
+    hooks and the step counter; its shape is checked first (``check_session_state``)."""
+    check_session_state(state, source)
     step = state.get("global_step", saved_step)
-    if isinstance(step, bool) or not isinstance(step, int):
-        raise ValueError(f"checkpoint {source!r} has no integer global_step")
     if step_counter is not None:
         await step_counter.set(step)
     if "session" in state:
@@ -122,7 +131,7 @@ async def apply_state(
                 "checkpoint %r holds a session state, but the session %r has no load_state_dict; "
                 "its state was not restored", source, session,
             )
-    hooks = state.get("hooks") or {}
+    hooks = state.get("hooks", {})
     for key, hook_state in hooks.items():
         obj = objects.get(key)
         if obj is None:
@@ -132,3 +141,25 @@ async def apply_state(
             )
             continue
         await _call(obj.load_state_dict, hook_state)  # type: ignore[attr-defined]
+
+
+def check_session_state(state: object, source: str) -> None:
+    """Raise ``CorruptCheckpointError`` (naming ``source`` and the key) unless ``state`` has
+    the shape of a monitored session's checkpoint: an int ``global_step`` from 0 to
+    2**63-1, a mapping ``session`` and a mapping ``hooks`` of str keys to mappings (each
+    optional)."""
+    if not isinstance(state, Mapping):
+        raise CorruptCheckpointError(source, f"its state is a {type(state).__name__}, not a mapping")
+    step = state.get("global_step", 0)
+    if type(step) is not int or not 0 <= step <= MAX_STEP:
+        raise CorruptCheckpointError(source, f"its global_step is {step!r:.60}, not an int from 0 to 2**63-1")
+    if "session" in state and not isinstance(state["session"], Mapping):
+        raise CorruptCheckpointError(source, f"its session state is a {type(state['session']).__name__}, not a mapping")
+    hooks = state.get("hooks", {})
+    if not isinstance(hooks, Mapping):
+        raise CorruptCheckpointError(source, f"its hooks are a {type(hooks).__name__}, not a mapping of hook states")
+    for key, hook_state in hooks.items():
+        if not isinstance(key, str) or not isinstance(hook_state, Mapping):
+            raise CorruptCheckpointError(
+                source, f"its hook state {key!r:.60} is a {type(hook_state).__name__}, not a mapping under a str key"
+            )

@@ -14,7 +14,9 @@ alter (arrays are copied, once, into one buffer holding the whole buffer
 section, so the payload is three chunks however many arrays there are), so a
 write may finish in the background; ``decode``
 returns exactly what was encoded (types, dtypes, shapes and byte order) and
-rejects a malformed payload with ``ValueError``, never by running anything.
+rejects a malformed payload with ``ValueError``, never by running anything,
+nor by recursing deeper than ``MAX_DEPTH`` or allocating what the payload does
+not hold (array buffers are views of it, bounds-checked first).
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from __future__ import annotations
 import struct
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Codec", "MsgpackCodec", "PickleCodec", "UnsafeCodecWarning"]
+__all__ = ["MAX_DEPTH", "Codec", "MsgpackCodec", "PickleCodec", "UnsafeCodecWarning"]
+
+#: How deep dicts, lists and tuples may nest in a state (the state itself is level 1):
+#: ``encode`` refuses a deeper one, ``decode`` a payload holding one.
+MAX_DEPTH = 100
 
 #: A piece of an encoded payload.
 Chunk = bytes | bytearray | memoryview
@@ -70,7 +76,9 @@ class MsgpackCodec:
     ``None``, bools, ints of any size, floats, strings, bytes and bytearrays,
     and NumPy arrays and scalars (dtype, shape and byte order kept; arrays come
     back C-contiguous and writable). Anything else is a ``TypeError`` naming
-    where in the state it is. Object and structured dtypes are refused.
+    where in the state it is. Object and structured dtypes are refused. Dicts,
+    lists and tuples nest at most 100 levels deep (the state is the first): a
+    deeper state is a ``ValueError`` naming where, and so is a payload holding one.
     """
 
     name = "hookrun-msgpack-1"
@@ -88,7 +96,7 @@ class MsgpackCodec:
 
         numpy = sys.modules.get("numpy")  # no array can exist unless NumPy is loaded
         encoder = _Encoder(numpy)
-        tree = encoder.walk(state, "state")
+        tree = encoder.walk(state, "state", 1)
         structure = msgpack.encode(tree)
         chunks: list[Chunk] = [_LENGTH.pack(len(structure)), structure]
         if encoder.arrays:
@@ -97,22 +105,73 @@ class MsgpackCodec:
         return chunks
 
     def decode(self, payload: memoryview) -> dict[str, Any]:
-        from msgspec import DecodeError, msgpack
+        structure = _structure(lambda start, count: payload[start : start + count], payload.nbytes)
+        return _decode(structure, _Decoder(payload, payload.nbytes, _LENGTH.size + structure.nbytes))
 
-        if payload.nbytes < _LENGTH.size:
-            raise ValueError("payload too short for its structure length")
-        (length,) = _LENGTH.unpack_from(payload)
-        end = _LENGTH.size + length
-        if end > payload.nbytes:
-            raise ValueError(f"structure length {length} runs past the payload ({payload.nbytes} bytes)")
-        decoder = msgpack.Decoder(ext_hook=_Decoder(payload, end).ext)
-        try:
-            state = decoder.decode(payload[_LENGTH.size : end])
-        except DecodeError as exc:
-            raise ValueError(f"malformed structure: {exc}") from None
-        if not isinstance(state, dict):
-            raise ValueError(f"the structure holds a {type(state).__name__}, not a mapping")
-        return state
+    def _check(self, read: Callable[[int, int], Chunk], payload_bytes: int) -> None:
+        """Check a payload of ``payload_bytes`` as ``decode`` would, reading its structure only
+        (``read(start, count)``: those bytes of the payload): its array buffers are checked to
+        lie within it, not read. Raises ``ValueError`` for what ``decode`` would reject."""
+        structure = _structure(read, payload_bytes)
+        _decode(structure, _Decoder(None, payload_bytes, _LENGTH.size + structure.nbytes))
+
+
+def _structure(read: Callable[[int, int], Chunk], payload_bytes: int) -> memoryview:
+    """The MessagePack structure at the start of a payload, its length checked first."""
+    if payload_bytes < _LENGTH.size:
+        raise ValueError("payload too short for its structure length")
+    head = memoryview(read(0, _LENGTH.size))
+    if head.nbytes < _LENGTH.size:
+        raise ValueError("payload too short for its structure length")
+    (length,) = _LENGTH.unpack_from(head)
+    if length > payload_bytes - _LENGTH.size:
+        raise ValueError(f"structure length {length} runs past the payload ({payload_bytes} bytes)")
+    structure = memoryview(read(_LENGTH.size, length))
+    if structure.nbytes != length:
+        raise ValueError(f"structure length {length} runs past the payload ({payload_bytes} bytes)")
+    return structure
+
+
+def _decode(structure: memoryview, decoder: _Decoder) -> dict[str, Any]:
+    """The state a structure holds, checked: a mapping, at most ``MAX_DEPTH`` deep."""
+    from msgspec import DecodeError, msgpack
+
+    try:
+        state = msgpack.Decoder(ext_hook=decoder.ext).decode(structure)
+    except RecursionError:
+        raise ValueError(f"the structure nests deeper than {MAX_DEPTH} levels") from None
+    except DecodeError as exc:
+        raise ValueError(f"malformed structure: {exc}") from None
+    except (TypeError, KeyError, IndexError, OverflowError) as exc:  # from an extension
+        raise ValueError(f"malformed extension: {exc!r}") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"the structure holds a {type(state).__name__}, not a mapping")
+    _check_tree(state)
+    return state
+
+
+def _check_tree(state: dict[str, Any]) -> None:
+    """Walk the decoded tree (no recursion): containers at most ``MAX_DEPTH`` deep, keys
+    str or int, leaves only what the encoder writes."""
+    numpy = sys.modules.get("numpy")
+    leaves = (*_PLAIN, bytearray) if numpy is None else (*_PLAIN, bytearray, numpy.ndarray, numpy.generic)
+    stack: list[tuple[object, int]] = [(state, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"the structure nests deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            for key in node:
+                if type(key) not in (str, int):
+                    raise ValueError(f"the structure has a key of type {type(key).__name__}")
+            items: Any = node.values()
+        else:
+            items = node
+        for item in items:
+            if type(item) in (dict, list, tuple):
+                stack.append((item, depth + 1))
+            elif item is not _UNREAD and not isinstance(item, leaves):
+                raise ValueError(f"the structure holds a {type(item).__name__}")
 
 
 class _Encoder:
@@ -123,18 +182,27 @@ class _Encoder:
         self.arrays: list[tuple[int, Any]] = []  # (offset in the buffer section, array)
         self.offset = 0  # of the next buffer, within the buffer section
 
-    def walk(self, value: object, where: str) -> object:
+    def walk(self, value: object, where: str, depth: int) -> object:
         kind = type(value)
         if kind in _PLAIN:
             if isinstance(value, int) and kind is int and not _INT_MIN <= value <= _INT_MAX:
                 return _ext(_EXT_BIGINT, str(value).encode())
             return value
+        if isinstance(value, (Mapping, list, tuple)) and depth > MAX_DEPTH:
+            raise ValueError(
+                f"cannot checkpoint {where}: it is nested {depth} levels deep, and checkpoints "
+                f"hold at most {MAX_DEPTH} levels of dicts, lists and tuples"
+            )
+        inner = depth + 1
         if isinstance(value, Mapping):
-            return {self.key(key, where): self.walk(item, f"{where}[{key!r}]") for key, item in value.items()}
+            return {
+                self.key(key, where): self.walk(item, f"{where}[{key!r}]", inner)
+                for key, item in value.items()
+            }
         if isinstance(value, list) and kind is list:
-            return [self.walk(item, f"{where}[{i}]") for i, item in enumerate(value)]
+            return [self.walk(item, f"{where}[{i}]", inner) for i, item in enumerate(value)]
         if isinstance(value, tuple) and kind is tuple:
-            items = [self.walk(item, f"{where}[{i}]") for i, item in enumerate(value)]
+            items = [self.walk(item, f"{where}[{i}]", inner) for i, item in enumerate(value)]
             return _ext(_EXT_TUPLE, _pack(items))
         if isinstance(value, bytearray) and kind is bytearray:
             return _ext(_EXT_BYTEARRAY, bytes(value))
@@ -205,18 +273,31 @@ class _Encoder:
         return memoryview(section)
 
 
-class _Decoder:
-    """Turns the extensions back into tuples, big ints, bytearrays and NumPy values."""
+#: What ``MsgpackCodec._check`` puts where an array would be (its buffer is not read).
+_UNREAD = object()
 
-    def __init__(self, payload: memoryview, structure_end: int) -> None:
+
+class _Decoder:
+    """Turns the extensions back into tuples, big ints, bytearrays and NumPy values. Without
+    a ``payload`` (``_check``), arrays are checked against ``payload_bytes`` but not made."""
+
+    def __init__(self, payload: memoryview | None, payload_bytes: int, structure_end: int) -> None:
         self.payload = payload
+        self.payload_bytes = payload_bytes
         self.base = structure_end + (-structure_end % _ALIGN)
+        self.depth = 0  # of nested tuple extensions being decoded
 
     def ext(self, code: int, data: memoryview) -> object:
         from msgspec import msgpack
 
         if code == _EXT_TUPLE:
-            return tuple(msgpack.decode(data, ext_hook=self.ext))
+            if self.depth >= MAX_DEPTH:
+                raise ValueError(f"the structure nests deeper than {MAX_DEPTH} levels")
+            self.depth += 1
+            try:
+                return tuple(msgpack.decode(data, ext_hook=self.ext))
+            finally:
+                self.depth -= 1
         if code == _EXT_BIGINT:
             return int(bytes(data).decode())
         if code == _EXT_BYTEARRAY:
@@ -225,21 +306,52 @@ class _Decoder:
             return self.array(msgpack.decode(data))
         if code == _EXT_SCALAR:
             dtype, raw = msgpack.decode(data)
-            return _numpy().frombuffer(raw, dtype=dtype)[0]
+            if self.payload is None and "numpy" not in sys.modules:
+                return _UNREAD
+            return _numpy().frombuffer(raw, dtype=_dtype(dtype), count=1)[0]
         raise ValueError(f"unknown extension type {code}")
 
-    def array(self, descriptor: list[Any]) -> object:
-        numpy = _numpy()
+    def array(self, descriptor: object) -> object:
+        if not (isinstance(descriptor, list) and len(descriptor) == 4):
+            raise ValueError(f"an array's descriptor is {descriptor!r:.80}, not [dtype, shape, offset, length]")
         dtype, shape, offset, nbytes = descriptor
+        if not (isinstance(shape, list) and len(shape) <= 64 and all(_count(n) for n in [*shape, offset, nbytes])):
+            raise ValueError(f"an array's shape {shape!r:.80}, offset or length is not made of ints >= 0")
         start = self.base + offset
-        if start + nbytes > self.payload.nbytes:
+        if start + nbytes > self.payload_bytes:
             raise ValueError(f"an array's buffer ({nbytes} bytes at {offset}) runs past the payload")
-        dtype = numpy.dtype(dtype)
+        if self.payload is None and "numpy" not in sys.modules:
+            return _UNREAD
+        numpy = _numpy()
+        dtype = _dtype(dtype)
         count = nbytes // dtype.itemsize if dtype.itemsize else 0
-        if dtype.itemsize * count != nbytes or numpy.prod(shape, dtype=numpy.int64) != count:
+        elements = 1
+        for n in shape:
+            elements *= n
+        if dtype.itemsize * count != nbytes or elements != count:
             raise ValueError(f"an array's shape {shape} does not match its {nbytes} bytes of {dtype}")
+        if self.payload is None:
+            return _UNREAD
         flat = numpy.frombuffer(self.payload, dtype=dtype, count=count, offset=start)
         return flat.reshape(shape)
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and 0 <= value <= _INT_MAX
+
+
+def _dtype(name: object) -> Any:
+    """The plain NumPy dtype ``name`` describes (never one holding objects or fields)."""
+    numpy = _numpy()
+    if not isinstance(name, str):
+        raise ValueError(f"an array's dtype is {name!r:.80}, not a dtype name")
+    try:
+        dtype = numpy.dtype(name)
+    except TypeError:
+        raise ValueError(f"an array's dtype {name!r:.80} is not a NumPy dtype") from None
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+        raise ValueError(f"an array's dtype {name!r:.80} holds objects or fields")
+    return dtype
 
 
 def _numpy() -> Any:

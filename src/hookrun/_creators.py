@@ -28,7 +28,7 @@ from ._checkpoint import (
     latest_checkpoint,
     read_checkpoint,
 )
-from ._checkpointable import apply_state, checkpointables
+from ._checkpointable import apply_state, check_session_state, checkpointables
 from ._codec import Codec, MsgpackCodec
 from ._factories import call_factory, check_factory, name_of
 from ._log import fields, logger
@@ -145,7 +145,9 @@ class ChiefSessionCreator:
         if self.checkpoint_path is not None and (first or reader is None):
             codec = reader.codec if reader is not None else self.codec
             return await anyio.to_thread.run_sync(read_checkpoint, self.checkpoint_path, codec)
-        return None if reader is None else await reader.restore()
+        if reader is None:
+            return None
+        return await anyio.to_thread.run_sync(reader._read_latest, _check_shape)
 
     async def create_session(self) -> Any:
         """A new session, restored from the latest valid checkpoint if there is one."""
@@ -169,6 +171,11 @@ class ChiefSessionCreator:
         self._created += 1
         self.restored = restored
         return session
+
+
+def _check_shape(restored: RestoredCheckpoint) -> None:
+    """A checkpoint not shaped like a session's is skipped, falling back to the one before."""
+    check_session_state(restored.state, restored.info.path)
 
 
 class WorkerSessionCreator:
