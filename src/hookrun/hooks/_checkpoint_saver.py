@@ -22,6 +22,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 
 from .._checkpoint import Checkpointer, EncodedState
 from .._checkpointable import checkpointables, collect_state
@@ -174,6 +175,9 @@ class CheckpointSaverHook(SessionRunHook):
             await _notify(listener, "before_save", session, step)
         state = await collect_state(step, session, self._objects)
         encoded = await self.checkpointer.encode(state)
+        # The encoding thread is waited for even when cancelled: a cancellation that came
+        # meanwhile (it may have closed the coordinator) is raised here, before anything starts.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         self.last_saved_step = step
         if not background or self._coord is None:
             await self._write(session, step, encoded, self._metric, may_stop, None, None)
