@@ -15,19 +15,7 @@ they work on asyncio and trio alike.
 
 from __future__ import annotations
 
-try:  # the engine first: without it, say which extra installs it
-    import dask as _engine
-    import distributed as _engine  # noqa: F811
-except ModuleNotFoundError as exc:
-    if exc.name not in ("dask", "distributed"):
-        raise
-    raise ModuleNotFoundError(
-        f"hookrun.dask needs Dask ({exc.name!r} is not installed); install it with: "
-        "pip install 'hookrun[dask]'",
-        name=exc.name,
-    ) from exc
-del _engine
-
+from . import _require  # noqa: F401 - first: without the engine, names the extra
 from ._actor import DaskActorSession, DaskActorSessionCreator
 from ._counter import DaskStepCounter
 from ._errors import RECOVERABLE_ERRORS, DaskActorLostError, is_recoverable

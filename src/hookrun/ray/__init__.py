@@ -15,17 +15,7 @@ Install with ``pip install 'hookrun[ray]'``; ``import hookrun`` never imports Ra
 
 from __future__ import annotations
 
-try:
-    import ray as _engine  # the engine first: without it, say which extra installs it
-except ModuleNotFoundError as exc:
-    if exc.name != "ray":
-        raise
-    raise ModuleNotFoundError(
-        "hookrun.ray needs Ray, which is not installed; install it with: pip install 'hookrun[ray]'",
-        name=exc.name,
-    ) from exc
-del _engine
-
+from . import _require  # noqa: F401 - first: without the engine, names the extra
 from ._actor import RayActorSession, RayActorSessionCreator
 from ._counter import RayStepCounter
 from ._errors import RECOVERABLE_ERRORS, is_recoverable
