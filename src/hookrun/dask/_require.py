@@ -5,8 +5,8 @@ raised inside an installed engine is left as it is."""
 from __future__ import annotations
 
 try:
-    import dask as _engine
-    import distributed as _engine  # noqa: F811
+    import dask as _dask
+    import distributed as _distributed
 except ModuleNotFoundError as exc:
     if exc.name not in ("dask", "distributed"):
         raise
@@ -15,4 +15,4 @@ except ModuleNotFoundError as exc:
         "pip install 'hookrun[dask]'",
         name=exc.name,
     ) from exc
-del _engine
+del _dask, _distributed
