@@ -27,6 +27,7 @@ import anyio.lowlevel
 from .._checkpoint import Checkpointer, EncodedState
 from .._checkpointable import checkpointables, collect_state
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._serving import served_hooks
 from .._timer import Clock, SecondOrStepTimer
 from ._common import call_maybe_async, fields, logger, step_counter_of
 
@@ -67,6 +68,9 @@ class CheckpointSaverHook(SessionRunHook):
     that many best ones (lowest for ``mode="min"``, highest for ``"max"``) next
     to the recent ones. ``wait_saved()`` waits for a background write.
     """
+
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
 
     def __init__(
         self,
@@ -118,7 +122,7 @@ class CheckpointSaverHook(SessionRunHook):
     async def begin(self) -> None:
         """Restart the timer, find the checkpointable objects, call every listener's ``begin``."""
         self._timer.reset()
-        sources = (*self._hooks, *self._sources)
+        sources = (*served_hooks(self, self._hooks), *self._sources)  # those of the session entered
         self._objects = {key: obj for key, obj in checkpointables(sources).items() if obj is not self}
         for listener in self._listeners:
             await _notify(listener, "begin")

@@ -41,6 +41,9 @@ class PrometheusHook(SessionRunHook):
     (loopback by default: pass ``"0.0.0.0"`` to expose it).
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     traces_before_run = True
 
     def __init__(
