@@ -42,7 +42,13 @@ def claim_hooks(session: Any) -> None:
             )
     reference = weakref.ref(session)
     for hook in claimed:
-        setattr(hook, _SERVING, reference)
+        try:  # object's own: a frozen dataclass's refusal is for its fields
+            object.__setattr__(hook, _SERVING, reference)
+        except AttributeError:
+            raise TypeError(
+                f"hook {hook!r} has serves_one_session, but its __slots__ leave no room to record "
+                f"the session it serves: add {_SERVING!r} to them"
+            ) from None
 
 
 def served_hooks(hook: object, default: Sequence[object]) -> Sequence[object]:

@@ -168,3 +168,25 @@ async def test_a_hook_of_yours_can_ask_for_the_same_check() -> None:
     async with MonitoredSession(ScriptedCreator({"x": 1}), [hook]):
         with pytest.raises(RuntimeError, match=r"hook <.*PerSession object at .*> already serves"):
             await MonitoredSession(ScriptedCreator({"x": 1}), [hook]).__aenter__()
+
+
+async def test_a_frozen_hook_can_be_claimed_and_a_slotted_one_is_told_what_to_add() -> None:
+    """The record of the session served is no field: a frozen dataclass hook takes it; a hook
+    whose __slots__ leave no room gets a TypeError naming the slot to add."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen(hookrun.SessionRunHook):
+        serves_one_session = True
+
+    class Slotted:
+        __slots__ = ()
+        serves_one_session = True
+
+        def after_run(self, run_context: Any, run_values: Any) -> None:
+            """A hook method: the object is a hook."""
+
+    async with MonitoredSession(ScriptedCreator({"x": 1}), [Frozen()]) as session:
+        assert await session.run("x") == 1
+    with pytest.raises(TypeError, match=r"leave no room .*: add '_hookrun_serving' to them"):
+        await MonitoredSession(ScriptedCreator({"x": 1}), [Slotted()]).__aenter__()
