@@ -13,8 +13,6 @@ from typing import Any
 
 import anyio
 
-from examples import quickstart
-
 
 # --8<-- [start:run]
 def run_on_every_backend(main: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
@@ -29,4 +27,11 @@ def run_on_every_backend(main: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    # Also when run as `python examples/backends.py`, not only `python -m examples.backends`.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from examples import quickstart
+
     print(run_on_every_backend(quickstart.main))

@@ -14,7 +14,7 @@ import pytest
 import hookrun
 import hookrun.__main__ as cli
 from hookrun import _demo_hooks
-from hookrun._demo import run_demo
+from hookrun._demo import run_demo, statistics_summary
 from hookrun.hooks import read_eval_metrics
 
 
@@ -76,10 +76,43 @@ async def test_demo_writes_json_lines_when_tensorboardx_is_missing(
     report = await run_demo(12, tmp_path, say=lambda line: None, delay=0.0)
     assert report.summaries == tmp_path / "summaries.jsonl"
     assert "hookrun[tensorboard]" in report.summary_format
+    assert "(" not in report.summary_format  # printed in brackets: none nested inside
     records = [json.loads(line) for line in report.summaries.read_text().splitlines()]
     assert [r["step"] for r in records if r["tag"] == "loss"] == [1, 6, 11]
     assert any(r["tag"] == "global_step/sec" and r["step"] == 11 for r in records)
     assert not (tmp_path / "tensorboard").exists()
+
+
+@pytest.mark.anyio
+async def test_the_statistics_show_the_five_slowest_hooks_and_say_how_to_see_the_rest(tmp_path: Path) -> None:
+    """After the story: the step, the session run and the 5 slowest hook rows, slowest first."""
+    report = await run_demo(12, tmp_path, say=lambda line: None, delay=0.0)
+    assert report.statistics is not None
+    stats = report.statistics
+    lines = statistics_summary(stats).splitlines()
+    assert lines[0].startswith("hookrun statistics: 12 steps (1 failed), 2 sessions created, 1 recovery taking ")
+    assert re.search(r"1 recovery taking [\d.]+[mun]?s in all, [\d.]+[mun]?s of it waiting to retry$", lines[0])
+    assert lines[1] == "the step, the session run and the 5 slowest hooks (a row per phase, by mean):"
+    assert lines[3].startswith("step ") and lines[4].startswith("session run ")
+    rows = lines[5:-1]
+    slowest = sorted(stats.hooks, key=lambda entry: entry.latency.mean or 0.0, reverse=True)[:5]
+    assert [row.split()[1] for row in rows] == [f"{entry.hook}.{entry.phase}" for entry in slowest]
+    assert lines[-1] == (
+        f"{len(stats.hooks) - 5} more rows not shown: in a program, print(session.statistics()) prints every one"
+    )
+
+
+def test_the_statistics_of_a_session_without_recovery_say_no_more() -> None:
+    """No recovery: no figures to explain; few hooks: no line about rows not shown."""
+    from hookrun._histogram import Latency
+    from hookrun._statistics_record import HookStatistics, SessionStatistics
+
+    hook = HookStatistics(0, "Mine", "after_run", 2, 0, Latency(2, 0.002, 0.0015, 0.001, 0.0015, 0.0015))
+    stats = SessionStatistics(2, 0, 1, 0, 0.0, 0.0, 2, Latency(), Latency(), (hook,))
+    lines = statistics_summary(stats).splitlines()
+    assert lines[0] == "hookrun statistics: 2 steps (0 failed), 1 session created, 0 recoveries"
+    assert lines[1] == "the step, the session run and the 1 slowest hooks (a row per phase, by mean):"
+    assert lines[-1].startswith("#0 Mine.after_run ")
 
 
 # -- the command line -----------------------------------------------------------------------
@@ -95,7 +128,8 @@ def test_demo_command_runs_and_says_what_it_did(backend: str, tmp_path: Path) ->
     assert "the input ended after 30 steps: the pipeline ended cleanly (2 sessions created, one recovery)" in stdout
     assert f"backend:   {backend}" in stdout
     assert "hookrun statistics: 30 steps (1 failed), 2 sessions created, 1 recovery" in stdout
-    assert "#5 ProfilerHook.before_run" in stdout
+    assert "the step, the session run and the 5 slowest hooks (a row per phase, by mean):" in stdout
+    assert "20 more rows not shown: in a program, print(session.statistics()) prints every one" in stdout
     assert f"summaries: {out / 'tensorboard'}" in stdout and f"traces:    {out / 'traces'}" in stdout
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert len(list((out / "traces").glob("timeline-*.json"))) == 3
@@ -181,3 +215,38 @@ def test_the_hookrun_console_script_is_installed() -> None:
     assert done.stdout.strip() == f"hookrun {hookrun.__version__}"
     helped = subprocess.run([str(script), "demo", "--help"], capture_output=True, text=True, timeout=60, check=True)
     assert "--backend {asyncio,trio}" in helped.stdout and "--steps N" in helped.stdout and "--out DIR" in helped.stdout
+
+
+def _normalized(line: str, out: str) -> str:
+    """A line of demo output without what changes from run to run: the output folder and
+    the measured figures (the model's figures are fixed by the seed, but normalised too)."""
+    line = line.replace(out, "OUT")
+    line = re.sub(r"(?:/[\w.-]+)*/hookrun-demo-\w+", "OUT", line)
+    return re.sub(r"\d+\.\d+", "F", line)
+
+
+def test_the_demo_output_quoted_in_getting_started_is_the_real_one(tmp_path: Path) -> None:
+    """Every line the guide quotes (``...`` stands for lines that vary) is printed, in that
+    order, by `hookrun demo --backend trio` on the default install (no tensorboardX)."""
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "getting-started.md").read_text()
+    match = re.search(r"```text\n(hookrun \S+ demo:.*?)```", guide, re.DOTALL)
+    assert match is not None, "the demo's output is no longer quoted in getting-started.md"
+    quoted = match.group(1).splitlines()
+    code = (
+        "import sys\n"
+        "sys.modules['tensorboardX'] = None  # the default install has no tensorboardX\n"
+        "from hookrun.__main__ import main\n"
+        f"sys.exit(main(['demo', '--backend', 'trio', '--out', {str(tmp_path)!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-u", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    real = [_normalized(line, str(tmp_path)) for line in done.stdout.splitlines()]
+    at = 0
+    for block in "\n".join(quoted).split("\n...\n"):
+        lines = [_normalized(line, str(tmp_path)) for line in block.splitlines()]
+        found = next((i for i in range(at, len(real)) if real[i : i + len(lines)] == lines), None)
+        assert found is not None, f"not printed as quoted (after line {at}):\n" + "\n".join(lines)
+        at = found + len(lines)

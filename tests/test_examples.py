@@ -89,3 +89,28 @@ def test_resumable_pipeline_killed_and_restarted(tmp_path: Path, anyio_backend: 
     assert names == [f"item-{i:05d}" for i in range(40)]
     for name in names:
         assert (outputs / name).read_text() == name.upper()[::-1]
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+#: Examples that take arguments: run with the arguments given (``{tmp}``: a fresh folder).
+ARGUMENTS = {"hooks_pipeline": ["{tmp}/out"], "resumable_pipeline": ["{tmp}/run", "--items", "5"]}
+#: Examples that start a Ray or Dask cluster: as scripts, only their ``--help`` is run.
+ENGINES = {"dask_pipeline", "ray_workers"}
+
+
+@pytest.mark.parametrize(
+    "name", sorted(path.stem for path in EXAMPLES.glob("*.py") if not path.stem.startswith("_"))
+)
+def test_every_example_runs_as_a_script(name: str, tmp_path: Path) -> None:
+    """`python examples/NAME.py` works from any folder, as `python -m examples.NAME` does."""
+    arguments = ["--help"] if name in ENGINES else [arg.format(tmp=tmp_path) for arg in ARGUMENTS.get(name, [])]
+    src = str(Path(hookrun.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": src}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py"), *arguments],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout + done.stderr).strip(), f"{name} printed nothing"
+    if name in ENGINES:
+        assert done.stdout.startswith(f"usage: {name}.py")

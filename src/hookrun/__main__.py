@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The hooks log through the standard logging module: without this nothing they log shows.
     logging.basicConfig(level=logging.INFO, format="%(levelname)-7s %(name)s: %(message)s")
 
-    from ._demo import run_demo  # imported here: `hookrun --help` stays quick
+    from ._demo import run_demo, statistics_summary  # imported here: `hookrun --help` stays quick
 
     print(f"hookrun {__version__} demo: {args.steps} steps on the {args.backend} backend; outputs in {out_dir}", flush=True)
     try:
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  backend:   {report.backend}")
     if report.statistics is not None:
         print()
-        print(report.statistics.format())
+        print(statistics_summary(report.statistics))
     return 0
 
 

@@ -14,6 +14,7 @@ session closes cleanly, every hook's ``end`` included.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
@@ -30,9 +31,9 @@ from ._errors import UnavailableError
 from ._hooks import RunMetadata, RunOptions
 from ._recovery import RetryPolicy
 from ._session import MonitoredSession
-from ._statistics_record import SessionStatistics
+from ._statistics_record import SessionStatistics, _duration
 
-__all__ = ["DemoReport", "run_demo"]
+__all__ = ["DemoReport", "run_demo", "statistics_summary"]
 
 #: The data follow y = TRUE_W * x + TRUE_B (plus noise); the demo fits w and b.
 TRUE_W, TRUE_B = 3.0, 1.0
@@ -171,6 +172,27 @@ async def run_demo(
         checkpoints=saver.checkpointer.all(),
         statistics=statistics,
     )
+
+
+def statistics_summary(stats: SessionStatistics, *, shown: int = 5) -> str:
+    """The end of the demo's story: what the session did, then the step, the session run
+    and the ``shown`` slowest hook calls (by mean time), and how to see every one."""
+    recoveries = f"{stats.recoveries} recover{'ies' if stats.recoveries != 1 else 'y'}"
+    if stats.recoveries:
+        recoveries += (
+            f" taking {_duration(stats.recovery_seconds)} in all, "
+            f"{_duration(stats.retry_wait_seconds)} of it waiting to retry"
+        )
+    sessions = f"{stats.sessions_created} session{'s' if stats.sessions_created != 1 else ''} created"
+    head = f"hookrun statistics: {stats.steps} steps ({stats.failed_steps} failed), {sessions}, {recoveries}"
+    slowest = sorted(stats.hooks, key=lambda entry: entry.latency.mean or 0.0, reverse=True)[:shown]
+    table = dataclasses.replace(stats, hooks=tuple(slowest)).format().splitlines()[1:]
+    lines = [head, f"the step, the session run and the {len(slowest)} slowest hooks (a row per phase, by mean):"]
+    lines += table
+    rest = len(stats.hooks) - len(slowest)
+    if rest:
+        lines.append(f"{rest} more rows not shown: in a program, print(session.statistics()) prints every one")
+    return "\n".join(lines)
 
 
 def anyio_backend_name() -> str:

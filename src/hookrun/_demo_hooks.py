@@ -73,7 +73,7 @@ def open_summary_writer(out_dir: Path) -> tuple[SummaryWriter, Path, str]:
         board = out_dir / "tensorboard"
         return TensorBoardWriter(board, flush_secs=5), board, "TensorBoard event files"
     path = out_dir / "summaries.jsonl"
-    return JsonLinesWriter(path), path, "JSON lines (pip install 'hookrun[tensorboard]' for TensorBoard files)"
+    return JsonLinesWriter(path), path, "JSON lines; pip install 'hookrun[tensorboard]' for TensorBoard files"
 
 
 def open_checkpoint_saver(directory: Path) -> CheckpointSaverHook:

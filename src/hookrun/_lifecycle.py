@@ -43,6 +43,7 @@ import anyio
 from ._coordinator import close_hosted
 from ._errors import CLEAN_STOP_TYPES, SessionClosedError
 from ._log import log_warning
+from ._serving import claim_hooks
 from ._state import CLOSABLE as _CLOSABLE
 from ._state import State, move
 
@@ -95,6 +96,7 @@ class Lifecycle:
         assert isinstance(self, Lifecycle)
         if self._state is not State.NEW:
             raise RuntimeError(f"{type(self).__name__} can be entered only once (it is {self._state.value})")
+        claim_hooks(self)  # a hook that another open session serves is refused, before any begin
         self._state = move(self._state, State.ENTERING)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()

@@ -97,3 +97,43 @@ async def test_numpy_values_are_checked(drive: Drive) -> None:
     ):
         record = await drive(NanTensorHook("loss", fail_on_nan_loss=False), steps=[{"loss": loss}])
         assert (record.stop is not None) is expected
+
+
+@pytest.mark.parametrize("loss", [math.inf, -math.inf, [1.0, [2.0, -math.inf]]])
+async def test_an_infinite_loss_passes_by_default(drive: Drive, loss: object) -> None:
+    """By default, as TensorFlow's NanTensorHook, only NaN counts: an infinite loss passes."""
+    record = await drive(NanTensorHook("loss", fail_on_nan_loss=False), steps=[{"loss": loss}] * 2)
+    assert record.stop is None and record.steps == 2
+
+
+@pytest.mark.parametrize(("loss", "word"), [(math.inf, "inf"), (-math.inf, "-inf"), ([1.0, [-math.inf]], "-inf")])
+async def test_check_inf_stops_on_an_infinite_loss(
+    drive: Drive, caplog: pytest.LogCaptureFixture, loss: object, word: str
+) -> None:
+    """With check_inf=True an infinite loss stops the session, as Keras' and Ignite's handlers do."""
+    losses = [{"loss": 1.0}, {"loss": loss}, {"loss": 2.0}]
+    with caplog.at_level(logging.WARNING, logger="hookrun"):
+        record = await drive(NanTensorHook("loss", fail_on_nan_loss=False, check_inf=True), steps=losses)
+    assert record.stopped_at == 1 and record.steps == 2
+    assert f"Model diverged with loss = {word}." in caplog.text
+
+
+async def test_check_inf_raises_naming_the_value(drive: Drive) -> None:
+    """With check_inf=True and fail_on_nan_loss, an infinite loss raises saying it was infinite."""
+    record = await drive(
+        NanTensorHook("loss", check_inf=True), steps=[{"loss": math.inf}], raises=NanLossDuringTrainingError
+    )
+    assert str(record.error) == "inf loss during training."
+
+
+async def test_check_inf_still_stops_on_nan(drive: Drive) -> None:
+    """check_inf adds infinity: NaN still counts, with TensorFlow's message."""
+    record = await drive(NanTensorHook("loss", check_inf=True), steps=[{"loss": math.nan}], raises=NanLossDuringTrainingError)
+    assert str(record.error) == "NaN loss during training."
+
+
+def test_check_inf_must_be_a_bool() -> None:
+    """check_inf is a switch: anything but True or False is a TypeError naming it."""
+    with pytest.raises(TypeError, match=r"check_inf must be True or False, got 'yes'"):
+        NanTensorHook("loss", check_inf="yes")  # type: ignore[arg-type]
+    assert repr(NanTensorHook("loss", check_inf=True)) == "NanTensorHook('loss', fail_on_nan_loss=True, check_inf=True)"

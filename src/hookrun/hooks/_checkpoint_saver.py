@@ -22,10 +22,12 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 
 from .._checkpoint import Checkpointer, EncodedState
 from .._checkpointable import checkpointables, collect_state
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._serving import served_hooks
 from .._timer import Clock, SecondOrStepTimer
 from ._common import call_maybe_async, fields, logger, step_counter_of
 
@@ -69,6 +71,9 @@ class CheckpointSaverHook(SessionRunHook):
     ``"max"``; of equal metrics, the older) next to the ``max_to_keep`` newest.
     ``wait_saved()`` waits for a background write.
     """
+
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
 
     def __init__(
         self,
@@ -121,7 +126,7 @@ class CheckpointSaverHook(SessionRunHook):
     async def begin(self) -> None:
         """Restart the timer, find the checkpointable objects, call every listener's ``begin``."""
         self._timer.reset()
-        sources = (*self._hooks, *self._sources)
+        sources = (*served_hooks(self, self._hooks), *self._sources)  # those of the session entered
         self._objects = {key: obj for key, obj in checkpointables(sources).items() if obj is not self}
         for listener in self._listeners:
             await _notify(listener, "begin")
@@ -185,6 +190,9 @@ class CheckpointSaverHook(SessionRunHook):
             await _notify(listener, "before_save", session, step)
         state = await collect_state(step, session, self._objects)
         encoded = await self.checkpointer.encode(state)
+        # The encoding thread is waited for even when cancelled: a cancellation that came
+        # meanwhile (it may have closed the coordinator) is raised here, before anything starts.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         metric = self._metric if self._metric_step == step else None  # fetched at this very step
         self.last_saved_step = step
         if not background or self._coord is None:

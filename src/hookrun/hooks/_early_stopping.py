@@ -51,6 +51,9 @@ class StopOnPredicateHook(SessionRunHook):
     ``stopped_at_step`` records the global step at which it requested stop.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     def __init__(
         self,
         should_stop_fn: Callable[[], Any],
@@ -82,6 +85,9 @@ class StopOnPredicateHook(SessionRunHook):
 
 class _MetricStoppingHook(SessionRunHook):
     """Fetch ``metric_key`` every step, fold evaluations in, stop when ``_verdict`` is set."""
+
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
 
     def __init__(
         self,

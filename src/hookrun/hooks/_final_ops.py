@@ -28,6 +28,9 @@ class FinalOpsHook(SessionRunHook):
     ``anyio.EndOfStream``) is logged with a warning and re-raised, as in TensorFlow.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     def __init__(
         self, final_ops: object, final_ops_feed_dict: Mapping[Hashable, object] | None = None
     ) -> None:

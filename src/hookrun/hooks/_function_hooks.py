@@ -82,6 +82,11 @@ class _ScheduledHook(FunctionHook):
         self.trigger = trigger
         self._clock: Clock = clock if clock is not None else anyio.current_time
 
+    @property
+    def serves_one_session(self) -> bool:
+        """With a trigger (which keeps when it last fired), one monitored session at a time."""
+        return self.trigger is not None
+
     def _due(self, step: int) -> bool:
         return self.trigger is None or self.trigger.should_fire(step, self._clock())
 

@@ -23,6 +23,9 @@ class GlobalStepWaiterHook(SessionRunHook):
     advances would wait forever: give it a shared counter.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     def __init__(self, wait_until_step: int) -> None:
         if not isinstance(wait_until_step, int) or isinstance(wait_until_step, bool):
             raise TypeError(

@@ -35,6 +35,9 @@ class LoggingTensorHook(SessionRunHook):
     ``clock`` (keyword-only) replaces :func:`anyio.current_time`.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     def __init__(
         self,
         tensors: Mapping[Hashable, Hashable] | Iterable[Hashable],

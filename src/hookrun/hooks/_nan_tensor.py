@@ -1,4 +1,5 @@
-"""``NanTensorHook``: stop (or fail) when the fetched loss is NaN."""
+"""``NanTensorHook``: stop (or fail) when the fetched loss is NaN (or, with ``check_inf``,
+infinite)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,8 @@ from ._common import fields, logger
 
 __all__ = ["NanLossDuringTrainingError", "NanTensorHook"]
 
-_DIVERGED = "Model diverged with loss = NaN."
-
-
 class NanLossDuringTrainingError(HookrunError, RuntimeError):
-    """The loss watched by a :class:`NanTensorHook` became NaN."""
+    """The loss watched by a :class:`NanTensorHook` became NaN (or infinite, with ``check_inf``)."""
 
     def __init__(self, message: str = "NaN loss during training.") -> None:
         super().__init__(message)
@@ -28,10 +26,12 @@ class NanTensorHook(SessionRunHook):
     raises :class:`NanLossDuringTrainingError`; otherwise it logs a warning and
     requests stop. The value may be a number, anything ``float()`` accepts
     (a numpy scalar or 0-d array), or a nested sequence of those (NaN if any
-    element is).
+    element is). With ``check_inf=True`` an infinite loss (``inf`` or ``-inf``)
+    counts as diverged too, as in Keras' ``TerminateOnNaN`` and Ignite's
+    ``TerminateOnNan``; by default only NaN does, as in TensorFlow.
     """
 
-    def __init__(self, loss_key: Hashable, fail_on_nan_loss: bool = True) -> None:
+    def __init__(self, loss_key: Hashable, fail_on_nan_loss: bool = True, *, check_inf: bool = False) -> None:
         try:
             hash(loss_key)
         except TypeError:
@@ -39,36 +39,48 @@ class NanTensorHook(SessionRunHook):
         if loss_key is None:
             raise ValueError("NanTensorHook: loss_key must be a fetch key, got None")
         self._loss_key = loss_key
+        if not isinstance(check_inf, bool):
+            raise TypeError(f"NanTensorHook: check_inf must be True or False, got {check_inf!r}")
         self._fail_on_nan_loss = fail_on_nan_loss
+        self._check_inf = check_inf
         self._request = SessionRunArgs(loss_key)
 
     def __repr__(self) -> str:
-        return f"NanTensorHook({self._loss_key!r}, fail_on_nan_loss={self._fail_on_nan_loss})"
+        inf = ", check_inf=True" if self._check_inf else ""
+        return f"NanTensorHook({self._loss_key!r}, fail_on_nan_loss={self._fail_on_nan_loss}{inf})"
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the loss."""
         return self._request
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        """Raise or request stop if the loss is NaN."""
-        if not _has_nan(run_values.results):
+        """Raise or request stop if the loss is NaN (or infinite, with ``check_inf``)."""
+        bad = _diverged(run_values.results, self._check_inf)
+        if bad is None:
             return
+        word = "NaN" if math.isnan(bad) else str(bad)  # TensorFlow's words for NaN
+        extra = fields(run_values.global_step, "NanTensorHook", "after_run")
         if self._fail_on_nan_loss:
-            logger.error(_DIVERGED, extra=fields(run_values.global_step, "NanTensorHook", "after_run"))
-            raise NanLossDuringTrainingError()
-        logger.warning(_DIVERGED, extra=fields(run_values.global_step, "NanTensorHook", "after_run"))
+            logger.error("Model diverged with loss = %s.", word, extra=extra)
+            raise NanLossDuringTrainingError(f"{word} loss during training.")
+        logger.warning("Model diverged with loss = %s.", word, extra=extra)
         run_context.request_stop()
 
 
-def _has_nan(value: object) -> bool:
+def _diverged(value: object, check_inf: bool) -> float | None:
+    """The first NaN (or, with ``check_inf``, infinite) number in ``value``, or ``None``."""
     if isinstance(value, float):
-        return math.isnan(value)
-    try:
-        return math.isnan(float(value))  # type: ignore[arg-type]
-    except TypeError:
-        pass
-    except ValueError:  # e.g. a multi-element array refusing float()
-        pass
-    if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
-        return any(_has_nan(item) for item in value)
-    return False
+        number = value
+    else:
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # not a number; ValueError: e.g. a multi-element array
+            if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+                for item in value:
+                    bad = _diverged(item, check_inf)
+                    if bad is not None:
+                        return bad
+            return None
+    if math.isnan(number) or (check_inf and math.isinf(number)):
+        return number
+    return None

@@ -47,6 +47,9 @@ class OpenTelemetryHook(SessionRunHook):
     of the hook call that raised it.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     traces_before_run = True
 
     def __init__(

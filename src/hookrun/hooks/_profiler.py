@@ -53,6 +53,9 @@ class ProfilerHook(SessionRunHook):
     :func:`anyio.current_time`.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     #: Ask the session to time before_run calls, so traced steps include their spans.
     traces_before_run = True
 

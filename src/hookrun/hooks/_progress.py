@@ -32,6 +32,9 @@ class ProgressBarHook(SessionRunHook):
     :func:`anyio.current_time` for the log timing.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     def __init__(
         self,
         total: int | None = None,

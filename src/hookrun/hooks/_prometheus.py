@@ -50,6 +50,9 @@ class PrometheusHook(SessionRunHook):
     address and the port, with the original error's ``errno``.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     traces_before_run = True
 
     def __init__(

@@ -27,6 +27,9 @@ class StepCounterHook(SessionRunHook):
     ``clock`` are keyword-only extras.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     def __init__(
         self,
         every_n_steps: int | None = 100,

@@ -27,6 +27,9 @@ class StopAtStepHook(SessionRunHook):
     restored step, like TensorFlow.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     def __init__(self, num_steps: int | None = None, last_step: int | None = None) -> None:
         if num_steps is None and last_step is None:
             raise ValueError("One of num_steps or last_step must be specified.")

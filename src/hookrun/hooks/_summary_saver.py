@@ -29,6 +29,9 @@ class SummarySaverHook(SessionRunHook):
     :func:`anyio.current_time`.
     """
 
+    #: It keeps the state of one session: it serves one monitored session at a time.
+    serves_one_session = True
+
     def __init__(
         self,
         save_steps: int | None = None,

@@ -15,6 +15,7 @@ Install with ``pip install 'hookrun[ray]'``; ``import hookrun`` never imports Ra
 
 from __future__ import annotations
 
+from . import _require  # noqa: F401 - first: without the engine, names the extra
 from ._actor import RayActorSession, RayActorSessionCreator
 from ._counter import RayStepCounter
 from ._errors import RECOVERABLE_ERRORS, is_recoverable
