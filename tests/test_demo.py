@@ -129,7 +129,7 @@ def test_demo_command_runs_and_says_what_it_did(backend: str, tmp_path: Path) ->
     assert f"backend:   {backend}" in stdout
     assert "hookrun statistics: 30 steps (1 failed), 2 sessions created, 1 recovery" in stdout
     assert "the step, the session run and the 5 slowest hooks (a row per phase, by mean):" in stdout
-    assert "20 more rows not shown: in a program, print(session.statistics()) prints every one" in stdout
+    assert "25 more rows not shown: in a program, print(session.statistics()) prints every one" in stdout
     assert f"summaries: {out / 'tensorboard'}" in stdout and f"traces:    {out / 'traces'}" in stdout
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert len(list((out / "traces").glob("timeline-*.json"))) == 3
