@@ -1,20 +1,34 @@
-"""Checks made when a monitored session is built: bad input fails here, naming the culprit,
-not on step 1000. Pure functions, no I/O."""
+"""Checks made when a monitored session, a hook or an option object is built: bad input
+fails here, naming the culprit, not on step 1000. Pure functions, no I/O.
+
+Argument checks share one rule, stated in every message as "``what`` must be ...,
+got ``value``": a value of the wrong kind (a string, ``None`` where it is not
+allowed, a bool or a float where an int is due, a generator function where a plain
+one is) is a ``TypeError``; a value of the right kind out of range (negative, zero
+where zero means nothing, NaN, infinite) is a ``ValueError``. ``what`` is the argument
+as the user wrote it: ``"SummarySaverHook: save_steps"``, ``"RetryPolicy(max_delay=...)"``.
+"""
 
 from __future__ import annotations
 
 import inspect
+import math
+import numbers
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, NoReturn
 
-from ._plan import is_async_callable
 from ._step import LocalStepCounter, StepCounter
 
 __all__ = [
+    "check_callable",
+    "check_flag",
+    "check_int",
+    "check_number",
     "check_seconds",
     "check_session",
     "check_step_counter",
     "check_step_fn",
+    "check_text",
     "creator_function",
     "exception_types",
     "hook_list",
@@ -23,6 +37,8 @@ __all__ = [
 
 def creator_function(creator: object) -> Callable[[], Awaitable[Any]]:
     """The async function that creates a session, from a creator object or an async factory."""
+    from ._plan import is_async_callable  # here: _hooks imports this module
+
     if inspect.iscoroutine(creator):
         name = getattr(creator, "__name__", "create")
         creator.close()  # never awaited, and never will be: no "never awaited" warning
@@ -67,10 +83,75 @@ def hook_list(hooks: Iterable[object] | None) -> tuple[object, ...]:
 
 
 def check_seconds(name: str, value: object, *, allow_zero: bool) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a number of seconds {bound}, got {value!r}")
+    """``value`` is a finite number of seconds, > 0 (or >= 0 with ``allow_zero``)."""
+    check_number(name, value, minimum=0.0, strict=not allow_zero, unit="seconds")
+
+
+def check_int(what: str, value: object, *, minimum: int = 0, optional: bool = False) -> None:
+    """``value`` is an int (not a bool) >= ``minimum``; ``None`` passes with ``optional``."""
+    if value is None and optional:
+        return
+    rule = f"{'None or ' if optional else ''}an int >= {minimum}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be {rule}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{what} must be {rule}, got {value!r}")
+
+
+def check_number(
+    what: str, value: object, *, minimum: float | None = 0.0, strict: bool = False,
+    optional: bool = False, unit: str = "",
+) -> None:
+    """``value`` is a finite real number (not a bool) >= ``minimum`` (> with ``strict``;
+    no bound with ``minimum=None``); ``None`` passes with ``optional``."""
+    if value is None and optional:
+        return
+    bound = "" if minimum is None else f" {'>' if strict else '>='} {minimum:g}"
+    rule = f"{'None or ' if optional else ''}a number{' of ' + unit if unit else ''}{bound}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be {rule}, got {value!r}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be {rule}, got {value!r} (not a finite number)")
+    if minimum is not None and not (number > minimum if strict else number >= minimum):
+        raise ValueError(f"{what} must be {rule}, got {value!r}")
+
+
+def check_flag(what: str, value: object) -> None:
+    """``value`` is ``True`` or ``False`` (a string such as ``"no"`` would be true)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be True or False, got {value!r}")
+
+
+def check_text(what: str, value: object, *, empty: bool = False) -> None:
+    """``value`` is a string without NUL characters (and not empty, unless ``empty``)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {value!r}")
+    if not value and not empty:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    if "\0" in value:
+        raise ValueError(f"{what} must not contain a NUL character, got {value!r}")
+
+
+def check_callable(what: str, fn: object) -> None:
+    """``fn`` is a plain or ``async def`` function, not a generator function: calling one
+    only makes a generator (always true, and its body never runs)."""
+    if not callable(fn):
+        raise TypeError(f"{what} must be callable, got {fn!r}")
+    target = type(fn).__call__  # an object whose __call__ is a generator function
+    if inspect.isgeneratorfunction(fn) or inspect.isgeneratorfunction(target):
+        kind = "a generator function"
+    elif inspect.isasyncgenfunction(fn) or inspect.isasyncgenfunction(target):
+        kind = "an async generator function"
+    else:
+        return
+    raise TypeError(
+        f"{what} must be a plain or 'async def' function, got {kind} {fn!r}: calling it only "
+        "makes a generator, so its body would never run (use return, not yield)"
+    )
 
 
 def check_step_counter(counter: StepCounter | None) -> StepCounter:
@@ -94,6 +175,8 @@ def exception_types(types_: Iterable[type[BaseException]]) -> tuple[type[BaseExc
 
 def check_session(raw: object) -> None:
     """A created session has ``async def run`` and, if it has ``aclose``, an async one."""
+    from ._plan import is_async_callable  # here: _hooks imports this module
+
     run = getattr(raw, "run", None)
     if run is None or not is_async_callable(run):
         raise TypeError(
@@ -106,6 +189,8 @@ def check_session(raw: object) -> None:
 
 
 def check_step_fn(step_fn: object) -> None:
+    from ._plan import is_async_callable  # here: _hooks imports this module
+
     if not callable(step_fn) or not is_async_callable(step_fn):
         raise TypeError(f"run_step_fn needs an async function, got {step_fn!r}")
     params = [
