@@ -25,7 +25,7 @@ from ._checkpointable import apply_state, checkpointables
 from ._codec import Codec, MsgpackCodec
 from ._log import fields, logger
 from ._step import StepCounter
-from ._validate import check_step_counter
+from ._validate import check_callable, check_number, check_path, check_step_counter
 
 __all__ = ["ChiefSessionCreator", "WorkerSessionCreator"]
 
@@ -40,6 +40,7 @@ async def _make(factory: Callable[[], Any]) -> Any:
 def _check_factory(owner: str, factory: object) -> None:
     if not callable(factory):
         raise TypeError(f"{owner} needs a callable factory returning a session, got {factory!r}")
+    check_callable(f"{owner}: factory", factory)
 
 
 async def _aclose_quietly(session: object) -> None:
@@ -87,6 +88,8 @@ class ChiefSessionCreator:
         codec: Codec | None = None,
     ) -> None:
         _check_factory("ChiefSessionCreator", factory)
+        check_path("ChiefSessionCreator: checkpoint_dir", checkpoint_dir, optional=True)
+        check_path("ChiefSessionCreator: checkpoint_path", checkpoint_path, optional=True)
         self.factory = factory
         if (
             checkpointer is not None
@@ -192,8 +195,8 @@ class WorkerSessionCreator:
         checkpoint_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         _check_factory("WorkerSessionCreator", factory)
-        if isinstance(max_wait_secs, bool) or not isinstance(max_wait_secs, (int, float)) or not max_wait_secs > 0:
-            raise ValueError(f"WorkerSessionCreator: max_wait_secs must be > 0 seconds, got {max_wait_secs!r}")
+        check_number("WorkerSessionCreator: max_wait_secs", max_wait_secs, strict=True, unit="seconds")
+        check_path("WorkerSessionCreator: checkpoint_dir", checkpoint_dir, optional=True)
         if ready is not None and not (callable(ready) or inspect.isawaitable(ready)):
             raise TypeError(f"WorkerSessionCreator: ready must be an awaitable or a callable, got {ready!r}")
         self.factory = factory

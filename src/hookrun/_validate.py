@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, NoReturn
 
@@ -21,9 +22,11 @@ from ._step import LocalStepCounter, StepCounter
 
 __all__ = [
     "check_callable",
+    "check_file_name",
     "check_flag",
     "check_int",
     "check_number",
+    "check_path",
     "check_seconds",
     "check_session",
     "check_step_counter",
@@ -87,14 +90,15 @@ def check_seconds(name: str, value: object, *, allow_zero: bool) -> None:
     check_number(name, value, minimum=0.0, strict=not allow_zero, unit="seconds")
 
 
-def check_int(what: str, value: object, *, minimum: int = 0, optional: bool = False) -> None:
-    """``value`` is an int (not a bool) >= ``minimum``; ``None`` passes with ``optional``."""
+def check_int(what: str, value: object, *, minimum: int | None = 0, optional: bool = False) -> None:
+    """``value`` is an int (not a bool) >= ``minimum`` (no bound with ``minimum=None``);
+    ``None`` passes with ``optional``."""
     if value is None and optional:
         return
-    rule = f"{'None or ' if optional else ''}an int >= {minimum}"
+    rule = f"{'None or ' if optional else ''}an int{'' if minimum is None else f' >= {minimum}'}"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{what} must be {rule}, got {value!r}")
-    if value < minimum:
+    if minimum is not None and value < minimum:
         raise ValueError(f"{what} must be {rule}, got {value!r}")
 
 
@@ -133,6 +137,27 @@ def check_text(what: str, value: object, *, empty: bool = False) -> None:
     if not value and not empty:
         raise ValueError(f"{what} must be a non-empty string, got {value!r}")
     if "\0" in value:
+        raise ValueError(f"{what} must not contain a NUL character, got {value!r}")
+
+
+def check_file_name(what: str, value: object) -> None:
+    """``value`` is a plain file name: a non-empty string with no directory part, no NUL
+    and no leading dot."""
+    check_text(what, value)
+    assert isinstance(value, str)
+    if os.sep in value or (os.altsep and os.altsep in value) or value.startswith("."):
+        raise ValueError(f"{what} must be a plain file name, got {value!r}")
+
+
+def check_path(what: str, value: object, *, optional: bool = False) -> None:
+    """``value`` is a path (a ``str`` or ``os.PathLike`` of one) without NUL characters."""
+    if value is None and optional:
+        return
+    path = value.__fspath__() if isinstance(value, os.PathLike) else value
+    if not isinstance(path, str):
+        rule = "None or a path" if optional else "a path"
+        raise TypeError(f"{what} must be {rule} (a str or os.PathLike), got {value!r}")
+    if "\0" in path:
         raise ValueError(f"{what} must not contain a NUL character, got {value!r}")
 
 

@@ -354,7 +354,7 @@ def test_retry_must_be_a_policy() -> None:
 @pytest.mark.parametrize("value", [0, -1, float("nan")])
 def test_run_options_timeout_must_be_positive(value: float) -> None:
     """RunOptions.timeout must be > 0."""
-    with pytest.raises(ValueError, match=r"RunOptions.timeout must be a positive number of seconds"):
+    with pytest.raises(ValueError, match=r"RunOptions\(timeout=\.\.\.\) must be None or a number of seconds > 0"):
         RunOptions(timeout=value)
 
 
