@@ -16,7 +16,7 @@ import anyio
 
 from . import _nest
 from ._hooks import RunMetadata, RunOptions
-from ._validate import refuse_awaitable
+from ._validate import check_callable, refuse_awaitable
 
 __all__ = ["Session", "SessionCreator", "StepSession", "fetch"]
 
@@ -60,6 +60,7 @@ class StepSession:
     def __init__(self, step_fn: Callable[..., Any]) -> None:
         if not callable(step_fn):
             raise TypeError(f"StepSession needs a callable step_fn, got {step_fn!r}")
+        check_callable("StepSession: step_fn", step_fn)
         self.step_fn = step_fn
         self._is_async = inspect.iscoroutinefunction(step_fn) or inspect.iscoroutinefunction(
             getattr(step_fn, "__call__", None)  # noqa: B004 - async callable objects

@@ -62,7 +62,7 @@ class StopOnPredicateHook(SessionRunHook):
         clock: Clock | None = None,
     ) -> None:
         if not callable(should_stop_fn):
-            raise TypeError("`should_stop_fn` must be callable.")
+            raise TypeError(f"`should_stop_fn` must be callable. Got {should_stop_fn!r}.")
         check_callable("StopOnPredicateHook: should_stop_fn", should_stop_fn)
         self._timer = _check_timer("StopOnPredicateHook", run_every_secs, run_every_steps, clock)
         self._should_stop_fn = should_stop_fn

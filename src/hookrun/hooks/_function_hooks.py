@@ -50,7 +50,7 @@ class FunctionHook(SessionRunHook):
 
     def __init__(self, fn: AnyFn, *, name: str | None = None) -> None:
         if not callable(fn):
-            raise TypeError(f"{type(self).__name__} needs a callable, got {fn!r}")
+            raise TypeError(f"{self._made_by}(fn) needs a callable, got {fn!r}")
         check_callable(f"{self._made_by}(fn)", fn)
         if name is not None:
             check_text(f"{self._made_by}(name=...)", name)
