@@ -84,6 +84,32 @@ async def test_a_session_recovers_after_ten_thousand_failed_attempts(caplog: pyt
     assert calls[0] == FAILURES + 1
 
 
+@pytest.mark.anyio
+async def test_a_lost_session_is_recovered_through_ten_thousand_failed_re_creations(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A step loses its session, then re-creating it fails 10,000 times: the step is re-run once it works."""
+    caplog.set_level(logging.ERROR, logger="hookrun")
+    calls = [0]
+
+    def lose_once(feeds: Any) -> dict[str, float]:
+        raise UnavailableError("worker lost")
+
+    async def create() -> StepSession:
+        calls[0] += 1
+        if calls[0] == 1:
+            return StepSession(lose_once)
+        if calls[0] <= FAILURES + 1:
+            raise UnavailableError(f"service down (attempt {calls[0]})")
+        return StepSession(lambda feeds: {"loss": 0.25})
+
+    with anyio.fail_after(120):
+        async with MonitoredSession(create, retry=RetryPolicy(initial_delay=0.0)) as sess:
+            assert await sess.run("loss") == 0.25
+            assert await sess.global_step() == 1
+    assert calls[0] == FAILURES + 2
+
+
 @pytest.mark.parametrize("anyio_backend", [pytest.param(("trio", {"clock": trio.testing.MockClock(autojump_threshold=0)}), id="trio-mock-clock")])
 @pytest.mark.anyio
 async def test_the_default_policy_retries_ten_thousand_times_on_a_mock_clock(
