@@ -269,7 +269,7 @@ def test_stale_temporary_files_of_dead_processes_are_removed(tmp_path: Path) -> 
     [
         ({"max_to_keep": 0}, "max_to_keep must be None or an int >= 1"),
         ({"keep_best": -1}, "keep_best must be None or an int >= 1"),
-        ({"keep_checkpoint_every_n_hours": 0}, "keep_checkpoint_every_n_hours must be None or > 0"),
+        ({"keep_checkpoint_every_n_hours": 0}, "keep_checkpoint_every_n_hours must be None or a number > 0"),
         ({"mode": "best"}, 'mode must be "min" or "max"'),
         ({"basename": "a/b"}, "basename must be a plain file name"),
     ],

@@ -402,7 +402,7 @@ async def test_worker_gives_up_after_max_wait_secs(tmp_path: Path) -> None:
 
 def test_worker_validation() -> None:
     """Bad worker options are named."""
-    with pytest.raises(ValueError, match="max_wait_secs must be > 0"):
+    with pytest.raises(ValueError, match="max_wait_secs must be a number of seconds > 0"):
         WorkerSessionCreator(Model, max_wait_secs=0)
     with pytest.raises(TypeError, match="ready must be an awaitable or a callable"):
         WorkerSessionCreator(Model, ready=3)  # type: ignore[arg-type]

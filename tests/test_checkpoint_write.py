@@ -144,10 +144,10 @@ async def test_files_are_written_by_a_lower_priority_thread(tmp_path: Path) -> N
     assert os.getpriority(os.PRIO_PROCESS, 0) == base
 
 
-@pytest.mark.parametrize("value", [-1, True, 1.5, "5"])
-def test_bad_write_nice_is_named(tmp_path: Path, value: object) -> None:
-    """write_nice must be None or an int >= 0."""
-    with pytest.raises(ValueError, match="write_nice must be None or an int >= 0"):
+@pytest.mark.parametrize(("value", "error"), [(-1, ValueError), (True, TypeError), (1.5, TypeError), ("5", TypeError)])
+def test_bad_write_nice_is_named(tmp_path: Path, value: object, error: type[Exception]) -> None:
+    """write_nice must be None or an int >= 0 (another type is a TypeError)."""
+    with pytest.raises(error, match="write_nice must be None or an int >= 0"):
         Checkpointer(tmp_path, write_nice=value)  # type: ignore[arg-type]
 
 

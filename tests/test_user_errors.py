@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import gc
+import os
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -157,3 +160,114 @@ async def test_raw_session_follows_recovery() -> None:
             await sess.run("x")
             assert sess.raw_session() is creator.sessions[1]
             assert await sess.global_step() == 2
+
+
+# -- fetch structures that are too deep or contain themselves ---------------------------------
+
+
+def _nested(levels: int) -> Any:
+    """``levels`` lists, each holding the next and the key "loss"."""
+    structure: Any = "loss"
+    for _ in range(levels):
+        structure = [structure, "loss"]
+    return structure
+
+
+def _self_referencing(kind: str) -> Any:
+    if kind == "list":
+        looped: Any = ["loss"]
+        looped.append(looped)
+        return looped
+    mapping: dict[str, Any] = {"a": "loss"}
+    mapping["b"] = ({"c": mapping},)
+    return mapping
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("session_type", SESSION_TYPES)
+async def test_a_5000_deep_fetch_is_refused_naming_the_caller_and_the_limit(session_type: type[Any]) -> None:
+    """A caller's 5,000-deep structure: a ValueError naming the caller and the limit, not a RecursionError."""
+    with anyio.fail_after(LIMIT):
+        async with session_type(_create, [RecordingHook()]) as sess:
+            with pytest.raises(ValueError, match=r"^the caller fetches a structure nested more than 100 "
+                               r"levels deep; fetch structures nest at most 100 levels deep$"):
+                await sess.run(_nested(5_000))
+            assert await sess.run("loss") == 0.5  # still usable
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["list", "dict"])
+async def test_a_fetch_that_contains_itself_is_refused_naming_the_caller(kind: str) -> None:
+    """A list or dict inside itself, fetched with and without hooks: says it contains itself."""
+    for hooks in ([], [RecordingHook()]):
+        with anyio.fail_after(LIMIT):
+            async with SingularMonitoredSession(_create, hooks) as sess:
+                with pytest.raises(ValueError, match=r"^the caller fetches a structure that contains itself "
+                                   r"\(a (list|tuple|dict) in it holds itself, directly or not\); fetch "
+                                   r"structures nest at most 100 levels deep$"):
+                    await sess.run(_self_referencing(kind))
+
+
+@pytest.mark.anyio
+async def test_a_hooks_self_referencing_fetch_names_the_hook() -> None:
+    """A hook's before_run asking for a structure inside itself: the error names the hook."""
+    hook = RecordingHook("looper", request=SessionRunArgs(_self_referencing("list")))
+    with anyio.fail_after(LIMIT), pytest.raises(ValueError, match=r"^hook looper fetches a structure that contains itself"):
+        async with SingularMonitoredSession(_create, [RecordingHook("other"), hook]) as sess:
+            await sess.run("loss")
+
+
+@pytest.mark.anyio
+async def test_fetch_helper_refuses_a_deep_structure() -> None:
+    """hookrun.fetch() on a raw session names itself as the party."""
+    with anyio.fail_after(LIMIT), pytest.raises(ValueError, match=r"^fetch\(\) fetches a structure nested more than 100"):
+        await hookrun.fetch(await _create(), _nested(3_000))
+
+
+@pytest.mark.anyio
+async def test_a_fetch_exactly_at_the_depth_limit_is_packed_back() -> None:
+    """100 levels are fine, with hooks and without, on every step."""
+    structure = _nested(100)
+    for hooks in ([], [RecordingHook()]):
+        with anyio.fail_after(LIMIT):
+            async with SingularMonitoredSession(_create, hooks) as sess:
+                for _ in range(3):
+                    result = await sess.run(structure)
+                    assert _depth(result) == 100
+
+
+def _depth(structure: Any) -> int:
+    levels = 0
+    while isinstance(structure, list):
+        structure, levels = structure[0], levels + 1
+    assert structure == 0.5
+    return levels
+
+
+# -- a full disk during a save ------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+async def test_a_failed_checkpoint_write_names_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """ENOSPC (or EIO) while writing a checkpoint: an OSError naming the file, errno kept, cause chained."""
+    checkpointer = hookrun.Checkpointer(tmp_path)
+    original = OSError(code, os.strerror(code))
+
+    def full_disk(fd: int, buffers: Any) -> int:
+        raise original
+
+    monkeypatch.setattr(os, "writev", full_disk)
+    monkeypatch.setattr(os, "write", full_disk)
+    with anyio.fail_after(LIMIT), pytest.raises(OSError) as caught:
+        await checkpointer.save(7, {"w": [1.0, 2.0]})
+    path = os.path.join(checkpointer.directory, "ckpt-7")
+    assert caught.value.errno == code
+    assert caught.value.filename == path
+    assert str(caught.value) == f"[Errno {code}] {os.strerror(code)}: {path!r}"
+    assert caught.value.__cause__ is original
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == []  # no temporary file left behind
+    assert (await checkpointer.save(8, {"w": [1.0]})).step == 8  # and the next save works

@@ -53,6 +53,7 @@ from ._checkpoint_index import (
 )
 from ._checkpoint_writer import run_lowered
 from ._codec import Chunk, Codec, MsgpackCodec
+from ._validate import check_file_name, check_int, check_number, check_path
 
 __all__ = ["Checkpointer", "EncodedState", "RestoredCheckpoint", "latest_checkpoint", "read_checkpoint"]
 
@@ -158,11 +159,12 @@ class Checkpointer:
         _check_count("max_to_keep", max_to_keep)
         _check_count("keep_best", keep_best)
         hours = keep_checkpoint_every_n_hours
-        if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float)) or not hours > 0):
-            raise ValueError(f"Checkpointer: keep_checkpoint_every_n_hours must be None or > 0, got {hours!r}")
+        check_number("Checkpointer: keep_checkpoint_every_n_hours", hours, strict=True, optional=True)
         if mode not in ("min", "max"):
             raise ValueError(f'Checkpointer: mode must be "min" or "max", got {mode!r}')
+        check_file_name("Checkpointer: basename", basename)
         check_basename("Checkpointer", basename)
+        check_path("Checkpointer: directory", directory)
         self.codec: Codec = codec if codec is not None else MsgpackCodec()
         if not (
             callable(getattr(self.codec, "encode", None))
@@ -172,8 +174,7 @@ class Checkpointer:
             raise TypeError(f"Checkpointer: codec {codec!r} is not a Codec (needs name, encode and decode)")
         self.directory = os.path.abspath(os.fspath(directory))
         self.basename = basename
-        if write_nice is not None and (isinstance(write_nice, bool) or not isinstance(write_nice, int) or write_nice < 0):
-            raise ValueError(f"Checkpointer: write_nice must be None or an int >= 0, got {write_nice!r}")
+        check_int("Checkpointer: write_nice", write_nice, optional=True)
         #: How much lower the CPU priority of the thread writing files is (Linux).
         self.write_nice = write_nice or 0
         self.retention = Retention(max_to_keep, hours, keep_best, mode)
@@ -390,8 +391,7 @@ def check_basename(owner: str, basename: object) -> None:
 
 
 def _check_count(name: str, value: object) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"Checkpointer: {name} must be None or an int >= 1, got {value!r}")
+    check_int(f"Checkpointer: {name}", value, minimum=1, optional=True)
 
 
 def _check_state(state: object) -> None:

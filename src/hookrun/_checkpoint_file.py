@@ -202,12 +202,22 @@ def write_atomically(
             os.close(fd)
         _check_abort(abort, path)
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(exc, OSError) and exc.filename is None:
+            raise _naming(exc, path) from exc
         raise
     if sync_directory:
         fsync_directory(os.path.dirname(path) or ".")
+
+
+def _naming(exc: OSError, path: str) -> OSError:
+    """``exc`` (from a write or fsync: ENOSPC, EIO, EDQUOT...) as the same kind of error,
+    errno kept, naming the file being written."""
+    if exc.errno is None:
+        return OSError(f"writing {path!r} failed: {exc}")
+    return OSError(exc.errno, exc.strerror or str(exc), path)
 
 
 def _check_abort(abort: threading.Event | None, path: str) -> None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 from ._errors import CLEAN_STOP_TYPES
 from ._log import logger
 from ._step import LocalStepCounter, StepCounter
+from ._validate import check_number
 
 if TYPE_CHECKING:
     from ._timer import Clock
@@ -471,8 +472,7 @@ def _clean_types(
 
 
 def _check_seconds(what: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ValueError(f"{what} must be a number of seconds >= 0, got {value!r}")
+    check_number(what, value, unit="seconds")
     return float(value)
 
 

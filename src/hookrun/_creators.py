@@ -33,7 +33,7 @@ from ._codec import Codec, MsgpackCodec
 from ._factories import call_factory, check_factory, name_of
 from ._log import fields, logger
 from ._step import StepCounter
-from ._validate import check_step_counter
+from ._validate import check_callable, check_number, check_path, check_step_counter
 
 __all__ = ["ChiefSessionCreator", "WorkerSessionCreator"]
 
@@ -85,6 +85,9 @@ class ChiefSessionCreator:
         codec: Codec | None = None,
     ) -> None:
         check_factory("ChiefSessionCreator(factory=...)", factory)
+        check_callable("ChiefSessionCreator: factory", factory)
+        check_path("ChiefSessionCreator: checkpoint_dir", checkpoint_dir, optional=True)
+        check_path("ChiefSessionCreator: checkpoint_path", checkpoint_path, optional=True)
         self.factory = factory
         if (
             checkpointer is not None
@@ -199,8 +202,9 @@ class WorkerSessionCreator:
         checkpoint_basename: str = "ckpt",
     ) -> None:
         check_factory("WorkerSessionCreator(factory=...)", factory)
-        if isinstance(max_wait_secs, bool) or not isinstance(max_wait_secs, (int, float)) or not max_wait_secs > 0:
-            raise ValueError(f"WorkerSessionCreator: max_wait_secs must be > 0 seconds, got {max_wait_secs!r}")
+        check_callable("WorkerSessionCreator: factory", factory)
+        check_number("WorkerSessionCreator: max_wait_secs", max_wait_secs, strict=True, unit="seconds")
+        check_path("WorkerSessionCreator: checkpoint_dir", checkpoint_dir, optional=True)
         if ready is not None and not (callable(ready) or inspect.isawaitable(ready)):
             raise TypeError(f"WorkerSessionCreator: ready must be an awaitable or a callable, got {ready!r}")
         self.factory = factory

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ._validate import check_flag, check_number
+
 if TYPE_CHECKING:
     from ._coordinator import Coordinator
 
@@ -37,6 +39,7 @@ __all__ = [
 HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end", "on_exception")
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
+_INF = float("inf")
 
 
 class SessionRunHook:
@@ -100,8 +103,11 @@ class RunOptions:
     tags: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
-        if self.timeout is not None and not self.timeout > 0:
-            raise ValueError(f"RunOptions.timeout must be a positive number of seconds, got {self.timeout!r}")
+        timeout = self.timeout
+        if timeout is not None and not (type(timeout) is float and 0.0 < timeout < _INF):
+            check_number("RunOptions(timeout=...)", timeout, strict=True, optional=True, unit="seconds")
+        if self.trace is not True and self.trace is not False:
+            check_flag("RunOptions(trace=...)", self.trace)
         if not isinstance(self.tags, MappingProxyType):
             if not isinstance(self.tags, Mapping):
                 raise TypeError(f"RunOptions.tags must be a mapping, got {type(self.tags).__name__}")

@@ -12,6 +12,12 @@ whose first item tags the container kind.
 
 Invariant: ``pack(index(s, ...), [key -> value for key in keys])`` equals ``s``
 with every leaf replaced by its value, containers keeping their type.
+
+Containers nest at most ``MAX_DEPTH`` levels: ``index`` refuses a deeper structure,
+or one that contains itself, with a ``ValueError`` naming the party, when the
+structure is first seen (the session reuses the shapes of a fetch it saw before,
+so later steps do not walk it again). Only containers count the depth: a leaf or
+a flat list of keys costs nothing more.
 """
 
 from __future__ import annotations
@@ -20,7 +26,10 @@ from collections.abc import Hashable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
-__all__ = ["flatten", "index", "pack", "snapshot", "unflatten"]
+__all__ = ["MAX_DEPTH", "flatten", "index", "pack", "snapshot", "unflatten"]
+
+#: How deeply fetch containers may nest (far below Python's recursion limit).
+MAX_DEPTH = 100
 
 # Container tags of a shape.
 _LIST, _FLAT_LIST, _TUPLE, _NAMEDTUPLE, _DICT = range(5)
@@ -29,14 +38,20 @@ Shape = Any  # int | None | tuple[int, ...]: private to this module and its call
 
 
 def index(
-    structure: object, party: str, keys: list[Hashable], positions: dict[Hashable, int]
+    structure: object, party: str, keys: list[Hashable], positions: dict[Hashable, int], depth: int = 0
 ) -> Shape:
-    """Register the leaves of ``structure`` in ``keys``/``positions``; return its shape."""
+    """Register the leaves of ``structure`` in ``keys``/``positions``; return its shape.
+
+    ``depth``: how many containers enclose ``structure`` (callers leave it at 0).
+    """
     kind = type(structure)
     if kind is str or kind is int:
         return _position(structure, keys, positions)
     if structure is None:
         return None
+    depth += 1
+    if depth > MAX_DEPTH and isinstance(structure, (list, tuple, Mapping)):
+        raise ValueError(_too_deep(structure, party))
     if kind is list:
         assert isinstance(structure, list)
         flat = _index_flat(structure, keys, positions)
@@ -44,15 +59,15 @@ def index(
             if len(flat) < 2:  # itemgetter of one index returns the item, not a 1-tuple
                 return (_LIST, flat)
             return (_FLAT_LIST, itemgetter(*flat))
-        return (_LIST, [index(item, party, keys, positions) for item in structure])
+        return (_LIST, [index(item, party, keys, positions, depth) for item in structure])
     if isinstance(structure, tuple):
-        children = [index(item, party, keys, positions) for item in structure]
+        children = [index(item, party, keys, positions, depth) for item in structure]
         if hasattr(structure, "_fields"):
             return (_NAMEDTUPLE, type(structure), children)
         return (_TUPLE, children)
     if isinstance(structure, Mapping):
         names = list(structure)
-        children = [index(structure[name], party, keys, positions) for name in names]
+        children = [index(structure[name], party, keys, positions, depth) for name in names]
         return (_DICT, type(structure), names, children)
     if isinstance(structure, (list, set)):
         # A list subclass, or a set (unhashable, and with no order to pack back into).
@@ -68,6 +83,39 @@ def index(
             f"{type(structure).__name__}: fetch keys must be hashable"
         ) from None
     return _position(structure, keys, positions)
+
+
+def _too_deep(structure: object, party: str) -> str:
+    """Why a structure nested past ``MAX_DEPTH`` is refused: it contains itself, or is deep."""
+    name = party or "a party"
+    if _contains_itself(structure):
+        return (
+            f"{name} fetches a structure that contains itself (a {type(structure).__name__} in it "
+            f"holds itself, directly or not); fetch structures nest at most {MAX_DEPTH} levels deep"
+        )
+    return (
+        f"{name} fetches a structure nested more than {MAX_DEPTH} levels deep; fetch "
+        f"structures nest at most {MAX_DEPTH} levels deep"
+    )
+
+
+def _contains_itself(structure: object) -> bool:
+    """Whether a container in ``structure`` holds itself (an iterative walk: any depth)."""
+    on_path: set[int] = set()
+    stack: list[tuple[object, bool]] = [(structure, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(node))
+            continue
+        if not isinstance(node, (list, tuple, Mapping)):
+            continue
+        if id(node) in on_path:
+            return True
+        on_path.add(id(node))
+        stack.append((node, True))
+        stack.extend((child, False) for child in (node.values() if isinstance(node, Mapping) else node))
+    return False
 
 
 def _index_flat(
@@ -124,17 +172,23 @@ def pack(shape: Shape, values: Sequence[object]) -> Any:
         return dict(items)
 
 
-def snapshot(structure: object) -> object:
-    """A copy of the containers of ``structure`` (leaves shared), to detect later mutation."""
+def snapshot(structure: object, depth: int = 0) -> object:
+    """A copy of the containers of ``structure`` (leaves shared), to detect later mutation.
+
+    Past ``MAX_DEPTH`` it stops copying; ``index`` refuses such a structure anyway.
+    """
     kind = type(structure)
+    if depth > MAX_DEPTH:
+        return structure
+    depth += 1
     if kind is list:
         assert isinstance(structure, list)
-        return [snapshot(item) for item in structure]
+        return [snapshot(item, depth) for item in structure]
     if kind is dict:
         assert isinstance(structure, dict)
-        return {key: snapshot(value) for key, value in structure.items()}
+        return {key: snapshot(value, depth) for key, value in structure.items()}
     if isinstance(structure, tuple):
-        return structure if hasattr(structure, "_fields") else tuple(snapshot(item) for item in structure)
+        return structure if hasattr(structure, "_fields") else tuple(snapshot(item, depth) for item in structure)
     return structure
 
 

@@ -10,12 +10,14 @@ spent since the first failure.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
 
 from ._log import log_error, log_warning
+from ._validate import check_flag, check_int, check_number
 
 if TYPE_CHECKING:
     import random
@@ -48,29 +50,32 @@ class RetryPolicy:
     rng: random.Random | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.max_attempts is not None and (
-            not isinstance(self.max_attempts, int) or self.max_attempts < 1
-        ):
-            raise ValueError(
-                f"RetryPolicy(max_attempts=...) must be None or an int >= 1 "
-                f"(it counts the first attempt), got {self.max_attempts!r}"
-            )
-        for name in ("initial_delay", "max_delay"):
-            value = getattr(self, name)
-            if not value >= 0:
-                raise ValueError(f"RetryPolicy({name}=...) must be >= 0 seconds, got {value!r}")
-        if not self.multiplier >= 1:
-            raise ValueError(f"RetryPolicy(multiplier=...) must be >= 1, got {self.multiplier!r}")
-        if self.max_time is not None and not self.max_time > 0:
-            raise ValueError(
-                f"RetryPolicy(max_time=...) must be None or > 0 seconds, got {self.max_time!r}"
-            )
+        check_int("RetryPolicy(max_attempts=...)", self.max_attempts, minimum=1, optional=True)
+        check_number("RetryPolicy(initial_delay=...)", self.initial_delay, unit="seconds")
+        check_number("RetryPolicy(max_delay=...)", self.max_delay, unit="seconds")
+        check_number("RetryPolicy(multiplier=...)", self.multiplier, minimum=1)
+        check_flag("RetryPolicy(jitter=...)", self.jitter)
+        check_number(
+            "RetryPolicy(max_time=...)", self.max_time, strict=True, optional=True, unit="seconds"
+        )
 
     def backoff(self, retry: int) -> float:
-        """The longest wait before the ``retry``-th retry (1-based), before jitter."""
+        """The longest wait before the ``retry``-th retry (1-based), before jitter.
+
+        Exact below ``max_delay`` and ``max_delay`` from the first retry that reaches it,
+        for any ``retry`` (the power is never computed once it would pass the cap).
+        """
         if retry < 1:
             raise ValueError(f"retry numbers start at 1, got {retry}")
-        return min(self.max_delay, self.initial_delay * self.multiplier ** (retry - 1))
+        initial, cap, multiplier = self.initial_delay, self.max_delay, float(self.multiplier)
+        if initial >= cap or multiplier == 1.0:
+            return float(min(cap, initial))
+        if initial == 0.0:
+            return 0.0
+        # initial * multiplier ** (retry - 1) >= cap  <=>  retry - 1 >= log(cap / initial) / log(multiplier)
+        if retry - 1 >= math.log(cap / initial) / math.log(multiplier):
+            return float(cap)
+        return min(cap, initial * multiplier ** (retry - 1))
 
     def delay(self, retry: int) -> float:
         """The wait before the ``retry``-th retry, jitter applied."""

@@ -17,7 +17,7 @@ import anyio
 from . import _nest
 from ._errors import SessionClosedError
 from ._hooks import RunMetadata, RunOptions
-from ._validate import refuse_awaitable
+from ._validate import check_callable, refuse_awaitable
 
 __all__ = ["Session", "SessionCreator", "StepSession", "fetch"]
 
@@ -67,6 +67,7 @@ class StepSession:
     def __init__(self, step_fn: Callable[..., Any]) -> None:
         if not callable(step_fn):
             raise TypeError(f"StepSession needs a callable step_fn, got {step_fn!r}")
+        check_callable("StepSession: step_fn", step_fn)
         self.step_fn = step_fn
         self.closed = False
         self._is_async = inspect.iscoroutinefunction(step_fn) or inspect.iscoroutinefunction(

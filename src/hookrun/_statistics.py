@@ -30,6 +30,7 @@ from ._histogram import Histogram
 from ._log import log_warning
 from ._plan import Call, PhasePlan
 from ._statistics_record import HookStatistics, SessionStatistics
+from ._validate import check_flag, check_int, check_number
 
 __all__ = ["Collector", "StatisticsOptions"]
 
@@ -68,16 +69,13 @@ class StatisticsOptions:
     clock: Callable[[], float] | None = None
 
     def __post_init__(self) -> None:
-        if self.sample_every is not None and (
-            isinstance(self.sample_every, bool) or not isinstance(self.sample_every, int) or self.sample_every < 1
-        ):
-            raise ValueError(f"StatisticsOptions(sample_every=...) must be None or an int >= 1, got {self.sample_every!r}")
-        if self.slow_hook_share is not None and not 0 < self.slow_hook_share <= 1:
-            raise ValueError(
-                f"StatisticsOptions(slow_hook_share=...) must be None or in (0, 1], got {self.slow_hook_share!r}"
-            )
-        if not self.slow_hook_seconds >= 0:
-            raise ValueError(f"StatisticsOptions(slow_hook_seconds=...) must be >= 0, got {self.slow_hook_seconds!r}")
+        check_flag("StatisticsOptions(enabled=...)", self.enabled)
+        check_int("StatisticsOptions(sample_every=...)", self.sample_every, minimum=1, optional=True)
+        share = self.slow_hook_share
+        check_number("StatisticsOptions(slow_hook_share=...)", share, strict=True, optional=True)
+        if share is not None and share > 1:
+            raise ValueError(f"StatisticsOptions(slow_hook_share=...) must be None or in (0, 1], got {share!r}")
+        check_number("StatisticsOptions(slow_hook_seconds=...)", self.slow_hook_seconds, unit="seconds")
         if self.clock is not None and not callable(self.clock):
             raise TypeError(f"StatisticsOptions(clock=...) must be callable, got {type(self.clock).__name__}")
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 
 import anyio
 
+from ._validate import check_int, check_number
+
 __all__ = ["Clock", "NeverTriggerTimer", "SecondOrStepTimer"]
 
 #: A zero-argument callable returning the current time in seconds.
@@ -45,10 +47,10 @@ class SecondOrStepTimer:
             raise ValueError("Either every_secs or every_steps should be provided.")
         if every_secs is not None and every_steps is not None:
             raise ValueError("Can not provide both every_secs and every_steps.")
-        if every_secs is not None and not every_secs >= 0:
-            raise ValueError(f"every_secs must be a non-negative number, got {every_secs!r}")
-        if every_steps is not None and not every_steps >= 0:
-            raise ValueError(f"every_steps must be a non-negative int, got {every_steps!r}")
+        check_number("SecondOrStepTimer: every_secs", every_secs, optional=True, unit="seconds")
+        check_int("SecondOrStepTimer: every_steps", every_steps, optional=True)
+        if clock is not None and not callable(clock):
+            raise TypeError(f"SecondOrStepTimer: clock must be callable, got {clock!r}")
         self._every_secs = every_secs
         self._every_steps = every_steps
         self._clock: Clock = clock if clock is not None else anyio.current_time

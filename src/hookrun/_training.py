@@ -24,6 +24,7 @@ from ._recovery import RetryPolicy
 from ._session import MonitoredSession
 from ._statistics import StatisticsOptions
 from ._step import StepCounter
+from ._validate import check_flag, check_int, check_number, check_path
 
 __all__ = ["USE_DEFAULT", "MonitoredTrainingSession"]
 
@@ -53,9 +54,8 @@ def resolve_pair(kind: str, secs: Seconds, steps: Steps, default_secs: float | N
             f"MonitoredTrainingSession: give save_{kind}_secs or save_{kind}_steps, not both "
             f"(got save_{kind}_secs={resolved_secs!r} and save_{kind}_steps={resolved_steps!r})"
         )
-    for name, value in ((f"save_{kind}_secs", resolved_secs), (f"save_{kind}_steps", resolved_steps)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise TypeError(f"MonitoredTrainingSession: {name} must be a number or None, got {value!r}")
+    check_number(f"MonitoredTrainingSession: save_{kind}_secs", resolved_secs, minimum=None, optional=True)
+    check_int(f"MonitoredTrainingSession: save_{kind}_steps", resolved_steps, minimum=None, optional=True)
     # A value of 0 or less disables that saver, as in TensorFlow.
     if resolved_secs is not None and resolved_secs <= 0:
         resolved_secs = None
@@ -115,6 +115,7 @@ class MonitoredTrainingSession(MonitoredSession):
         hook_timeout: float | None = None,
         statistics: bool | StatisticsOptions = True,
     ) -> None:
+        _check_arguments(is_chief, checkpoint_dir, summary_dir, log_step_count_steps, stop_grace_period_secs, max_wait_secs)
         ckpt_secs, ckpt_steps = resolve_pair("checkpoint", save_checkpoint_secs, save_checkpoint_steps, 600.0, None)
         sum_secs, sum_steps = resolve_pair("summaries", save_summaries_secs, save_summaries_steps, None, 100)
         if checkpointer is not None and checkpoint_dir is None:
@@ -158,6 +159,20 @@ class MonitoredTrainingSession(MonitoredSession):
     async def __aenter__(self) -> MonitoredTrainingSession:
         await super().__aenter__()
         return self
+
+
+def _check_arguments(
+    is_chief: object, checkpoint_dir: object, summary_dir: object, log_step_count_steps: object,
+    stop_grace_period_secs: object, max_wait_secs: object,
+) -> None:
+    """The arguments passed on to other constructors, checked under the names given here."""
+    owner = "MonitoredTrainingSession"
+    check_flag(f"{owner}: is_chief", is_chief)
+    check_path(f"{owner}: checkpoint_dir", checkpoint_dir, optional=True)
+    check_path(f"{owner}: summary_dir", summary_dir, optional=True)
+    check_int(f"{owner}: log_step_count_steps", log_step_count_steps, minimum=None, optional=True)
+    check_number(f"{owner}: stop_grace_period_secs", stop_grace_period_secs, unit="seconds")
+    check_number(f"{owner}: max_wait_secs", max_wait_secs, strict=True, unit="seconds")
 
 
 def _summary_hooks(

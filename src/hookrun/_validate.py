@@ -1,21 +1,37 @@
-"""Checks made when a monitored session is built: bad input fails here, naming the culprit,
-not on step 1000. Pure functions, no I/O."""
+"""Checks made when a monitored session, a hook or an option object is built: bad input
+fails here, naming the culprit, not on step 1000. Pure functions, no I/O.
+
+Argument checks share one rule, stated in every message as "``what`` must be ...,
+got ``value``": a value of the wrong kind (a string, ``None`` where it is not
+allowed, a bool or a float where an int is due, a generator function where a plain
+one is) is a ``TypeError``; a value of the right kind out of range (negative, zero
+where zero means nothing, NaN, infinite) is a ``ValueError``. ``what`` is the argument
+as the user wrote it: ``"SummarySaverHook: save_steps"``, ``"RetryPolicy(max_delay=...)"``.
+"""
 
 from __future__ import annotations
 
 import inspect
+import math
+import numbers
+import os
 from collections.abc import Iterable
 from typing import NoReturn
 
-from ._factories import plain_signature
-from ._plan import is_async_callable
 from ._step import LocalStepCounter, StepCounter
 
 __all__ = [
+    "check_callable",
+    "check_file_name",
+    "check_flag",
+    "check_int",
+    "check_number",
+    "check_path",
     "check_seconds",
     "check_session",
     "check_step_counter",
     "check_step_fn",
+    "check_text",
     "exception_types",
     "hook_list",
     "refuse_awaitable",
@@ -37,10 +53,97 @@ def hook_list(hooks: Iterable[object] | None) -> tuple[object, ...]:
 
 
 def check_seconds(name: str, value: object, *, allow_zero: bool) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a number of seconds {bound}, got {value!r}")
+    """``value`` is a finite number of seconds, > 0 (or >= 0 with ``allow_zero``)."""
+    check_number(name, value, minimum=0.0, strict=not allow_zero, unit="seconds")
+
+
+def check_int(what: str, value: object, *, minimum: int | None = 0, optional: bool = False) -> None:
+    """``value`` is an int (not a bool) >= ``minimum`` (no bound with ``minimum=None``);
+    ``None`` passes with ``optional``."""
+    if value is None and optional:
+        return
+    rule = f"{'None or ' if optional else ''}an int{'' if minimum is None else f' >= {minimum}'}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be {rule}, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{what} must be {rule}, got {value!r}")
+
+
+def check_number(
+    what: str, value: object, *, minimum: float | None = 0.0, strict: bool = False,
+    optional: bool = False, unit: str = "",
+) -> None:
+    """``value`` is a finite real number (not a bool) >= ``minimum`` (> with ``strict``;
+    no bound with ``minimum=None``); ``None`` passes with ``optional``."""
+    if value is None and optional:
+        return
+    bound = "" if minimum is None else f" {'>' if strict else '>='} {minimum:g}"
+    rule = f"{'None or ' if optional else ''}a number{' of ' + unit if unit else ''}{bound}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be {rule}, got {value!r}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be {rule}, got {value!r} (not a finite number)")
+    if minimum is not None and not (number > minimum if strict else number >= minimum):
+        raise ValueError(f"{what} must be {rule}, got {value!r}")
+
+
+def check_flag(what: str, value: object) -> None:
+    """``value`` is ``True`` or ``False`` (a string such as ``"no"`` would be true)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be True or False, got {value!r}")
+
+
+def check_text(what: str, value: object, *, empty: bool = False) -> None:
+    """``value`` is a string without NUL characters (and not empty, unless ``empty``)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {value!r}")
+    if not value and not empty:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    if "\0" in value:
+        raise ValueError(f"{what} must not contain a NUL character, got {value!r}")
+
+
+def check_file_name(what: str, value: object) -> None:
+    """``value`` is a plain file name: a non-empty string with no directory part, no NUL
+    and no leading dot."""
+    check_text(what, value)
+    assert isinstance(value, str)
+    if os.sep in value or (os.altsep and os.altsep in value) or value.startswith("."):
+        raise ValueError(f"{what} must be a plain file name, got {value!r}")
+
+
+def check_path(what: str, value: object, *, optional: bool = False) -> None:
+    """``value`` is a path (a ``str`` or ``os.PathLike`` of one) without NUL characters."""
+    if value is None and optional:
+        return
+    path = value.__fspath__() if isinstance(value, os.PathLike) else value
+    if not isinstance(path, str):
+        rule = "None or a path" if optional else "a path"
+        raise TypeError(f"{what} must be {rule} (a str or os.PathLike), got {value!r}")
+    if "\0" in path:
+        raise ValueError(f"{what} must not contain a NUL character, got {value!r}")
+
+
+def check_callable(what: str, fn: object) -> None:
+    """``fn`` is a plain or ``async def`` function, not a generator function: calling one
+    only makes a generator (always true, and its body never runs)."""
+    if not callable(fn):
+        raise TypeError(f"{what} must be callable, got {fn!r}")
+    target = type(fn).__call__  # an object whose __call__ is a generator function
+    if inspect.isgeneratorfunction(fn) or inspect.isgeneratorfunction(target):
+        kind = "a generator function"
+    elif inspect.isasyncgenfunction(fn) or inspect.isasyncgenfunction(target):
+        kind = "an async generator function"
+    else:
+        return
+    raise TypeError(
+        f"{what} must be a plain or 'async def' function, got {kind} {fn!r}: calling it only "
+        "makes a generator, so its body would never run (use return, not yield)"
+    )
 
 
 def check_step_counter(counter: StepCounter | None) -> StepCounter:
@@ -64,6 +167,8 @@ def exception_types(types_: Iterable[type[BaseException]]) -> tuple[type[BaseExc
 
 def check_session(raw: object) -> None:
     """A created session has ``async def run`` and, if it has ``aclose``, an async one."""
+    from ._plan import is_async_callable  # here: _hooks imports this module
+
     run = getattr(raw, "run", None)
     if run is None or not is_async_callable(run):
         raise TypeError(
@@ -82,6 +187,8 @@ def _check_run_signature(raw: object, run: object) -> None:
         signature = inspect.signature(run)  # type: ignore[arg-type]
     except (TypeError, ValueError):  # no signature to read (a builtin): nothing to check
         return
+    from ._factories import plain_signature  # here: _hooks imports this module
+
     try:
         signature.bind(None, None, None, None)
     except TypeError:
@@ -95,6 +202,8 @@ def _check_run_signature(raw: object, run: object) -> None:
 
 
 def check_step_fn(step_fn: object) -> None:
+    from ._plan import is_async_callable  # here: _hooks imports this module
+
     if not callable(step_fn) or not is_async_callable(step_fn):
         raise TypeError(f"run_step_fn needs an async function, got {step_fn!r}")
     params = [

@@ -179,11 +179,11 @@ class TestEarlyStoppingHook:
         """Bad mode, negative patience/min_delta/min_steps, unhashable keys are rejected."""
         with pytest.raises(ValueError, match='mode must be "min" or "max"'):
             EarlyStoppingHook("loss", "lowest", patience_steps=1)  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match="patience_steps must be a non-negative number"):
+        with pytest.raises(ValueError, match="patience_steps must be an int >= 0, got -1"):
             EarlyStoppingHook("loss", patience_steps=-1)
-        with pytest.raises(ValueError, match="min_delta must be a non-negative number"):
+        with pytest.raises(ValueError, match=r"min_delta must be a number >= 0, got -0\.1"):
             EarlyStoppingHook("loss", patience_steps=1, min_delta=-0.1)
-        with pytest.raises(ValueError, match="min_steps must be a non-negative number"):
+        with pytest.raises(ValueError, match="min_steps must be an int >= 0, got -5"):
             EarlyStoppingHook("loss", patience_steps=1, min_steps=-5)
         with pytest.raises(TypeError, match="metric_key must be hashable"):
             EarlyStoppingHook(["loss"], patience_steps=1)  # type: ignore[arg-type]

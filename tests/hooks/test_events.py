@@ -139,5 +139,5 @@ def test_closed_writer_refuses_new_values_and_close_is_idempotent(tmp_path: Path
 
 
 def test_bad_flush_secs_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="flush_secs must be a number >= 0"):
+    with pytest.raises(ValueError, match="flush_secs must be a number of seconds >= 0"):
         TensorBoardWriter(tmp_path, flush_secs=-1)

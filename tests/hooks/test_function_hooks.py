@@ -169,7 +169,7 @@ def test_schedules_are_exclusive() -> None:
         on_after_run(every_n_steps=1, every_n_secs=1)
     with pytest.raises(TypeError, match="trigger must be a Trigger"):
         on_after_run(trigger=5)  # type: ignore[call-overload]
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match=r"^on_before_run: every_n_steps must be None or an int >= 1, got 0$"):
         on_before_run(every_n_steps=0)
     with pytest.raises(TypeError, match="needs a callable"):
         on_end(3)  # type: ignore[call-overload]

@@ -22,7 +22,7 @@ def test_validation() -> None:
     """A bad mode, a negative total or a bare-string metrics are rejected."""
     with pytest.raises(ValueError, match="mode must be"):
         ProgressBarHook(mode="fancy")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="total must be a non-negative number"):
+    with pytest.raises(ValueError, match="total must be None or an int >= 0, got -1"):
         ProgressBarHook(-1)
     with pytest.raises(TypeError, match="metrics must be a mapping"):
         ProgressBarHook(metrics="loss")

@@ -27,9 +27,9 @@ def test_raise_in_neither() -> None:
 
 def test_rejects_bad_values() -> None:
     """Non-int or negative step counts are rejected at construction."""
-    with pytest.raises(TypeError, match="num_steps must be an int"):
+    with pytest.raises(TypeError, match=r"num_steps must be None or an int >= 0, got 2\.5"):
         StopAtStepHook(num_steps=2.5)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="num_steps must be >= 0"):
+    with pytest.raises(ValueError, match="num_steps must be None or an int >= 0, got -1"):
         StopAtStepHook(num_steps=-1)
 
 

@@ -28,9 +28,9 @@ def test_raise_in_none_secs_and_steps() -> None:
 
 def test_negative_intervals_are_rejected() -> None:
     """Negative intervals are rejected at construction."""
-    with pytest.raises(ValueError, match="every_secs must be a non-negative number"):
+    with pytest.raises(ValueError, match="every_secs must be None or a number of seconds >= 0, got -1"):
         SecondOrStepTimer(every_secs=-1)
-    with pytest.raises(ValueError, match="every_steps must be a non-negative int"):
+    with pytest.raises(ValueError, match="every_steps must be None or an int >= 0, got -1"):
         SecondOrStepTimer(every_steps=-1)
 
 

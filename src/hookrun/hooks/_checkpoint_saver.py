@@ -29,7 +29,8 @@ from .._checkpointable import checkpointables, collect_state
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._serving import served_hooks
 from .._timer import Clock, SecondOrStepTimer
-from ._common import call_maybe_async, fields, logger, step_counter_of
+from .._validate import check_file_name, check_path
+from ._common import call_maybe_async, check_timer_args, fields, logger, step_counter_of
 
 __all__ = ["CheckpointSaverHook", "CheckpointSaverListener"]
 
@@ -91,6 +92,9 @@ class CheckpointSaverHook(SessionRunHook):
         max_to_keep: int | None = 5,
         clock: Clock | None = None,
     ) -> None:
+        check_timer_args("CheckpointSaverHook", "save_secs", save_secs, "save_steps", save_steps)
+        check_path("CheckpointSaverHook: checkpoint_dir", checkpoint_dir, optional=True)
+        check_file_name("CheckpointSaverHook: checkpoint_basename", checkpoint_basename)
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps, clock=clock)
         if keep_best is not None and monitor is None:
             raise ValueError("CheckpointSaverHook: keep_best ranks checkpoints by a metric; give monitor=")

@@ -5,7 +5,10 @@
 * ``call_maybe_async``: call a user function that may be sync or async.
 * ``import_optional``: import an optional dependency, or say which extra installs it.
 * ``step_counter_of``: the coordinator's step counter, or ``None``.
-* ``check_positive_int`` / ``check_non_negative``: construction-time validation.
+* ``check_timer_args``: a hook's seconds/steps pair, named as the hook's caller wrote it.
+
+Other construction-time checks live in ``hookrun._validate``, shared by every public
+constructor.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ from typing import Any
 
 from .._log import fields
 from .._log import logger as _logger
+from .._validate import check_int, check_number
 
 __all__ = [
     "call_maybe_async",
-    "check_non_negative",
-    "check_positive_int",
+    "check_timer_args",
     "import_optional",
     "logger",
     "step_counter_of",
@@ -57,17 +60,8 @@ def step_counter_of(coord: object) -> Any:
     return getattr(coord, "step_counter", None)
 
 
-def check_positive_int(owner: str, name: str, value: object) -> None:
-    """Raise ``ValueError`` unless ``value`` is an int >= 1 (``None`` passes)."""
-    if value is None:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}")
-
-
-def check_non_negative(owner: str, name: str, value: object) -> None:
-    """Raise ``ValueError`` unless ``value`` is a number >= 0 (``None`` passes)."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"{owner}: {name} must be a non-negative number, got {value!r}")
+def check_timer_args(owner: str, secs_name: str, secs: object, steps_name: str, steps: object) -> None:
+    """Check a seconds/steps pair before it becomes a ``SecondOrStepTimer``, so an error
+    names ``save_steps`` (say) rather than the timer's ``every_steps``. ``None``: not given."""
+    check_number(f"{owner}: {secs_name}", secs, optional=True, unit="seconds")
+    check_int(f"{owner}: {steps_name}", steps, optional=True)

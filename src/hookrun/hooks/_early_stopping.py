@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
-from ._common import call_maybe_async, check_non_negative, fields, logger
+from .._validate import check_callable, check_flag, check_int, check_number
+from ._common import call_maybe_async, check_timer_args, fields, logger
 
 __all__ = [
     "EarlyStoppingHook",
@@ -33,8 +34,9 @@ __all__ = [
 
 
 def _check_timer(
-    run_every_secs: float | None, run_every_steps: int | None, clock: Clock | None
+    owner: str, run_every_secs: float | None, run_every_steps: int | None, clock: Clock | None
 ) -> SecondOrStepTimer:
+    check_timer_args(owner, "run_every_secs", run_every_secs, "run_every_steps", run_every_steps)
     if run_every_secs is not None and run_every_steps is not None:
         raise ValueError("Only one of `run_every_secs` and `run_every_steps` must be set.")
     if run_every_secs is None and run_every_steps is None:
@@ -63,8 +65,9 @@ class StopOnPredicateHook(SessionRunHook):
         clock: Clock | None = None,
     ) -> None:
         if not callable(should_stop_fn):
-            raise TypeError("`should_stop_fn` must be callable.")
-        self._timer = _check_timer(run_every_secs, run_every_steps, clock)
+            raise TypeError(f"`should_stop_fn` must be callable. Got {should_stop_fn!r}.")
+        check_callable("StopOnPredicateHook: should_stop_fn", should_stop_fn)
+        self._timer = _check_timer("StopOnPredicateHook", run_every_secs, run_every_steps, clock)
         self._should_stop_fn = should_stop_fn
         self.stopped_at_step: int | None = None
 
@@ -102,10 +105,10 @@ class _MetricStoppingHook(SessionRunHook):
             hash(metric_key)
         except TypeError:
             raise TypeError(f"{owner}: metric_key must be hashable, got {metric_key!r}") from None
-        check_non_negative(owner, "min_steps", min_steps)
+        check_int(f"{owner}: min_steps", min_steps)
         self.metric_key = metric_key
         self.min_steps = min_steps
-        self._timer = _check_timer(run_every_secs, run_every_steps, clock)
+        self._timer = _check_timer(owner, run_every_secs, run_every_steps, clock)
         self._request = SessionRunArgs(metric_key)
         self._verdict: str | None = None
         self.stopped_at_step: int | None = None
@@ -161,8 +164,8 @@ class ThresholdStoppingHook(_MetricStoppingHook):
         super().__init__(
             "ThresholdStoppingHook", metric_key, min_steps, run_every_secs, run_every_steps, clock
         )
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-            raise TypeError(f"ThresholdStoppingHook: threshold must be a number, got {threshold!r}")
+        check_number("ThresholdStoppingHook: threshold", threshold, minimum=None)
+        check_flag("ThresholdStoppingHook: higher", higher)
         self.threshold = threshold
         self._crossed = operator.gt if higher else operator.lt
         self._words = "greater than" if higher else "less than"
@@ -208,8 +211,9 @@ class EarlyStoppingHook(_MetricStoppingHook):
         super().__init__(owner, metric_key, min_steps, run_every_secs, run_every_steps, clock)
         if mode not in ("min", "max"):
             raise ValueError(f'{owner}: mode must be "min" or "max", got {mode!r}')
-        check_non_negative(owner, "patience_steps", patience_steps)
-        check_non_negative(owner, "min_delta", min_delta)
+        check_int(f"{owner}: patience_steps", patience_steps)
+        check_number(f"{owner}: min_delta", min_delta)
+        check_number(f"{owner}: baseline", baseline, minimum=None, optional=True)
         self.mode = mode
         self.patience_steps = patience_steps
         self.min_delta = min_delta
@@ -254,6 +258,12 @@ class EarlyStoppingHook(_MetricStoppingHook):
         )
 
 
+def _check_factory(owner: str, min_steps: object, run_every_secs: object, run_every_steps: object) -> None:
+    """A factory's own arguments, named under the factory's name."""
+    check_int(f"{owner}: min_steps", min_steps)
+    check_timer_args(owner, "run_every_secs", run_every_secs, "run_every_steps", run_every_steps)
+
+
 def stop_if_higher_hook(
     metric_key: Hashable,
     threshold: float,
@@ -267,6 +277,7 @@ def stop_if_higher_hook(
 
     ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
     """
+    _check_factory("stop_if_higher_hook", min_steps, run_every_secs, run_every_steps)
     return ThresholdStoppingHook(
         metric_key,
         threshold,
@@ -291,6 +302,7 @@ def stop_if_lower_hook(
 
     ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
     """
+    _check_factory("stop_if_lower_hook", min_steps, run_every_secs, run_every_steps)
     return ThresholdStoppingHook(
         metric_key,
         threshold,
@@ -315,6 +327,8 @@ def stop_if_no_increase_hook(
 
     ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
     """
+    check_int("stop_if_no_increase_hook: max_steps_without_increase", max_steps_without_increase)
+    _check_factory("stop_if_no_increase_hook", min_steps, run_every_secs, run_every_steps)
     return EarlyStoppingHook(
         metric_key,
         "max",
@@ -339,6 +353,8 @@ def stop_if_no_decrease_hook(
 
     ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
     """
+    check_int("stop_if_no_decrease_hook: max_steps_without_decrease", max_steps_without_decrease)
+    _check_factory("stop_if_no_decrease_hook", min_steps, run_every_secs, run_every_steps)
     return EarlyStoppingHook(
         metric_key,
         "min",

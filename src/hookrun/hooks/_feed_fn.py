@@ -6,6 +6,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook
+from .._validate import check_callable
 from ._common import call_maybe_async
 
 __all__ = ["FeedFnHook"]
@@ -20,8 +21,7 @@ class FeedFnHook(SessionRunHook):
     """
 
     def __init__(self, feed_fn: Callable[[], Any]) -> None:
-        if not callable(feed_fn):
-            raise TypeError(f"FeedFnHook: feed_fn must be callable, got {feed_fn!r}")
+        check_callable("FeedFnHook: feed_fn", feed_fn)
         self.feed_fn = feed_fn
 
     def __repr__(self) -> str:

@@ -22,6 +22,7 @@ import anyio
 
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock
+from .._validate import check_callable, check_int, check_number, check_text
 from ._common import call_maybe_async
 from ._triggers import Trigger, at_step, every, when
 
@@ -44,9 +45,15 @@ class FunctionHook(SessionRunHook):
     calling the hook calls the function.
     """
 
+    #: The decorator that makes this kind of hook, to name it in errors.
+    _made_by = "FunctionHook"
+
     def __init__(self, fn: AnyFn, *, name: str | None = None) -> None:
         if not callable(fn):
-            raise TypeError(f"{type(self).__name__} needs a callable, got {fn!r}")
+            raise TypeError(f"{self._made_by}(fn) needs a callable, got {fn!r}")
+        check_callable(f"{self._made_by}(fn)", fn)
+        if name is not None:
+            check_text(f"{self._made_by}(name=...)", name)
         self.fn = fn
         self.name = name if name is not None else getattr(fn, "__name__", type(fn).__name__)
         self.__wrapped__ = fn
@@ -60,16 +67,22 @@ class FunctionHook(SessionRunHook):
 
 
 class _BeginHook(FunctionHook):
+    _made_by = "on_begin"
+
     async def begin(self) -> None:
         await call_maybe_async(self.fn)
 
 
 class _AfterCreateSessionHook(FunctionHook):
+    _made_by = "on_after_create_session"
+
     async def after_create_session(self, session: object, coord: object) -> None:
         await call_maybe_async(self.fn, session, coord)
 
 
 class _EndHook(FunctionHook):
+    _made_by = "on_end"
+
     async def end(self, session: object) -> None:
         await call_maybe_async(self.fn, session)
 
@@ -79,6 +92,8 @@ class _ScheduledHook(FunctionHook):
         self, fn: AnyFn, *, name: str | None, trigger: Trigger | None, clock: Clock | None
     ) -> None:
         super().__init__(fn, name=name)
+        if clock is not None and not callable(clock):
+            raise TypeError(f"{self._made_by}(clock=...) must be callable, got {clock!r}")
         self.trigger = trigger
         self._clock: Clock = clock if clock is not None else anyio.current_time
 
@@ -96,6 +111,8 @@ class _ScheduledHook(FunctionHook):
 
 
 class _BeforeRunHook(_ScheduledHook):
+    _made_by = "on_before_run"
+
     async def before_run(self, run_context: SessionRunContext) -> Any:
         step = run_context.global_step
         if not self._due(step):
@@ -105,6 +122,8 @@ class _BeforeRunHook(_ScheduledHook):
 
 
 class _AfterRunHook(_ScheduledHook):
+    _made_by = "on_after_run"
+
     async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         step = run_values.global_step
         if self._due(step):
@@ -113,6 +132,8 @@ class _AfterRunHook(_ScheduledHook):
 
 
 class _FetchingAfterRunHook(_ScheduledHook):
+    _made_by = "on_after_run"
+
     def __init__(self, fn: AnyFn, *, fetches: object, **options: Any) -> None:
         super().__init__(fn, **options)
         self._request = SessionRunArgs(fetches)
@@ -129,6 +150,7 @@ class _FetchingAfterRunHook(_ScheduledHook):
 
 
 def _schedule(
+    owner: str,
     every_n_steps: int | None,
     every_n_secs: float | None,
     once_at_step: int | None,
@@ -142,6 +164,11 @@ def _schedule(
             "trigger; compose triggers with | and &, e.g. trigger=every(steps=100) | "
             "every(seconds=60)"
         )
+    check_int(f"{owner}: every_n_steps", every_n_steps, minimum=1, optional=True)
+    check_number(f"{owner}: every_n_secs", every_n_secs, strict=True, optional=True, unit="seconds")
+    check_int(f"{owner}: once_at_step", once_at_step, optional=True)
+    if predicate is not None:
+        check_callable(f"{owner}: when", predicate)
     if every_n_steps is not None:
         return every(steps=every_n_steps)
     if every_n_secs is not None:
@@ -217,7 +244,7 @@ def on_before_run(
 
     The schedule is checked against the global step when the step begins.
     """
-    made = _schedule(every_n_steps, every_n_secs, once_at_step, when, trigger)
+    made = _schedule("on_before_run", every_n_steps, every_n_secs, once_at_step, when, trigger)
 
     def wrap(f: AnyFn) -> FunctionHook:
         return _BeforeRunHook(f, name=name, trigger=made, clock=clock)
@@ -257,7 +284,7 @@ def on_after_run(
     The schedule is checked against the global step after the run;
     ``fetches`` are fetched on the steps it fires (``run_values.results``).
     """
-    made = _schedule(every_n_steps, every_n_secs, once_at_step, when, trigger)
+    made = _schedule("on_after_run", every_n_steps, every_n_secs, once_at_step, when, trigger)
 
     def wrap(f: AnyFn) -> FunctionHook:
         if fetches is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._hooks import SessionRunContext, SessionRunHook
+from .._validate import check_int
 from ._common import fields, logger, step_counter_of
 
 __all__ = ["GlobalStepWaiterHook"]
@@ -27,10 +28,7 @@ class GlobalStepWaiterHook(SessionRunHook):
     serves_one_session = True
 
     def __init__(self, wait_until_step: int) -> None:
-        if not isinstance(wait_until_step, int) or isinstance(wait_until_step, bool):
-            raise TypeError(
-                f"GlobalStepWaiterHook: wait_until_step must be an int, got {wait_until_step!r}"
-            )
+        check_int("GlobalStepWaiterHook: wait_until_step", wait_until_step)
         self._wait_until_step = wait_until_step
         self._started = False
         self._counter: Any = None

@@ -13,6 +13,7 @@ from typing import Any
 
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, NeverTriggerTimer, SecondOrStepTimer
+from .._validate import check_callable, check_flag, check_int, check_number
 from ._common import fields, logger
 
 __all__ = ["LoggingTensorHook"]
@@ -48,15 +49,18 @@ class LoggingTensorHook(SessionRunHook):
         *,
         clock: Clock | None = None,
     ) -> None:
+        check_flag("LoggingTensorHook: at_end", at_end)
+        if type(every_n_iter) is int and every_n_iter <= 0:  # TensorFlow's message
+            raise ValueError(f"invalid every_n_iter={every_n_iter}.")
+        check_int("LoggingTensorHook: every_n_iter", every_n_iter, minimum=1, optional=True)
+        check_number("LoggingTensorHook: every_n_secs", every_n_secs, optional=True, unit="seconds")
         only_at_end = at_end and every_n_iter is None and every_n_secs is None
         if not only_at_end and (every_n_iter is None) == (every_n_secs is None):
             raise ValueError(
                 "either at_end and/or exactly one of every_n_iter and every_n_secs must be provided."
             )
-        if every_n_iter is not None and every_n_iter <= 0:
-            raise ValueError(f"invalid every_n_iter={every_n_iter}.")
-        if formatter is not None and not callable(formatter):
-            raise TypeError(f"LoggingTensorHook: formatter must be callable, got {formatter!r}")
+        if formatter is not None:
+            check_callable("LoggingTensorHook: formatter", formatter)
         self._tags, self._tensors = _tags_and_keys(tensors)
         self._formatter = formatter
         self._at_end = at_end

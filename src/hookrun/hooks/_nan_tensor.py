@@ -8,6 +8,7 @@ from collections.abc import Hashable, Iterable
 
 from .._errors import HookrunError
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._validate import check_flag
 from ._common import fields, logger
 
 __all__ = ["NanLossDuringTrainingError", "NanTensorHook"]
@@ -38,6 +39,7 @@ class NanTensorHook(SessionRunHook):
             raise TypeError(f"NanTensorHook: loss_key must be hashable, got {loss_key!r}") from None
         if loss_key is None:
             raise ValueError("NanTensorHook: loss_key must be a fetch key, got None")
+        check_flag("NanTensorHook: fail_on_nan_loss", fail_on_nan_loss)
         self._loss_key = loss_key
         if not isinstance(check_inf, bool):
             raise TypeError(f"NanTensorHook: check_inf must be True or False, got {check_inf!r}")

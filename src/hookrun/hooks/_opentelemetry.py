@@ -28,6 +28,7 @@ from .._hooks import (
     TimingRecord,
 )
 from .._plan import hook_name
+from .._validate import check_text
 from ._common import import_optional
 
 __all__ = ["OpenTelemetryHook"]
@@ -59,10 +60,11 @@ class OpenTelemetryHook(SessionRunHook):
         step_span_name: str = "hookrun.step",
         attributes: Mapping[str, Any] | None = None,
     ) -> None:
+        check_text("OpenTelemetryHook(step_span_name=...)", step_span_name)
+        if attributes is not None and not isinstance(attributes, Mapping):
+            raise TypeError(f"OpenTelemetryHook(attributes=...) must be a mapping, got {attributes!r}")
         trace = import_optional("opentelemetry.trace", "otel", "OpenTelemetryHook")
         self._tracer = trace.get_tracer("hookrun", tracer_provider=tracer_provider)
-        if not isinstance(step_span_name, str) or not step_span_name:
-            raise ValueError(f"OpenTelemetryHook(step_span_name=...) must be a non-empty string, got {step_span_name!r}")
         self._name = step_span_name
         self._attributes = dict(attributes or {})
 

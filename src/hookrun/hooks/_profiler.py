@@ -33,7 +33,8 @@ from .._hooks import (
     TimingRecord,
 )
 from .._timer import Clock, SecondOrStepTimer
-from ._common import fields, logger
+from .._validate import check_path
+from ._common import check_timer_args, fields, logger
 
 __all__ = ["ProfilerHook", "chrome_trace"]
 
@@ -67,6 +68,8 @@ class ProfilerHook(SessionRunHook):
         *,
         clock: Clock | None = None,
     ) -> None:
+        check_timer_args("ProfilerHook", "save_secs", save_secs, "save_steps", save_steps)
+        check_path("ProfilerHook: output_dir", output_dir)
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps, clock=clock)
         self._output_dir = Path(output_dir)
         self._primed = False  # the first run has started the count

@@ -8,7 +8,8 @@ from typing import IO, Any, Literal
 
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
-from ._common import check_non_negative, import_optional, logger
+from .._validate import check_int, check_number, check_text
+from ._common import import_optional, logger
 
 __all__ = ["ProgressBarHook"]
 
@@ -48,7 +49,10 @@ class ProgressBarHook(SessionRunHook):
     ) -> None:
         if mode not in ("auto", "bar", "log"):
             raise ValueError(f'ProgressBarHook: mode must be "auto", "bar" or "log", got {mode!r}')
-        check_non_negative("ProgressBarHook", "total", total)
+        check_int("ProgressBarHook: total", total, optional=True)
+        check_number("ProgressBarHook: log_every_secs", log_every_secs, unit="seconds")
+        if desc is not None:
+            check_text("ProgressBarHook: desc", desc, empty=True)
         self.total = total
         self._metrics = _metric_map(metrics)
         self._desc = desc

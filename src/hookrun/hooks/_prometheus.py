@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from .._hooks import RunMetadata, RunOptions, SessionRunArgs, SessionRunContext, SessionRunHook
+from .._validate import check_int, check_text
 from ._common import import_optional
 
 __all__ = ["PrometheusHook"]
@@ -65,8 +66,11 @@ class PrometheusHook(SessionRunHook):
         buckets: Sequence[float] = DEFAULT_BUCKETS,
     ) -> None:
         client = import_optional("prometheus_client", "prometheus", "PrometheusHook")
-        if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535):
+        check_int("PrometheusHook(port=...)", port, optional=True)
+        if port is not None and port > 65535:
             raise ValueError(f"PrometheusHook(port=...) must be None or a port number 0..65535, got {port!r}")
+        check_text("PrometheusHook(addr=...)", addr)
+        check_text("PrometheusHook(namespace=...)", namespace, empty=True)
         self.registry = registry if registry is not None else client.CollectorRegistry()
         self._port, self._addr = port, addr
         self._server: Any = None

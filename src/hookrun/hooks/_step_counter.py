@@ -6,7 +6,8 @@ import os
 
 from .._hooks import SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
-from ._common import fields, logger
+from .._validate import check_text
+from ._common import check_timer_args, fields, logger
 from ._summary_writer import SummaryWriter, WriterSlot
 
 __all__ = ["StepCounterHook"]
@@ -40,6 +41,8 @@ class StepCounterHook(SessionRunHook):
         summary_tag: str = "global_step/sec",
         clock: Clock | None = None,
     ) -> None:
+        check_timer_args("StepCounterHook", "every_n_secs", every_n_secs, "every_n_steps", every_n_steps)
+        check_text("StepCounterHook: summary_tag", summary_tag)
         if (every_n_steps is None) == (every_n_secs is None):
             raise ValueError("exactly one of every_n_steps and every_n_secs should be provided.")
         self._timer = SecondOrStepTimer(

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._hooks import SessionRunContext, SessionRunHook, SessionRunValues
+from .._validate import check_int
 from ._common import step_counter_of
 
 __all__ = ["StopAtStepHook"]
@@ -35,11 +36,8 @@ class StopAtStepHook(SessionRunHook):
             raise ValueError("One of num_steps or last_step must be specified.")
         if num_steps is not None and last_step is not None:
             raise ValueError("Only one of num_steps or last_step can be specified.")
-        for name, value in (("num_steps", num_steps), ("last_step", last_step)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise TypeError(f"StopAtStepHook: {name} must be an int, got {value!r}")
-        if num_steps is not None and num_steps < 0:
-            raise ValueError(f"StopAtStepHook: num_steps must be >= 0, got {num_steps}")
+        check_int("StopAtStepHook: num_steps", num_steps, optional=True)
+        check_int("StopAtStepHook: last_step", last_step, optional=True)
         self._num_steps = num_steps
         self._last_step = last_step
 

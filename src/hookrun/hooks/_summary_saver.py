@@ -8,6 +8,7 @@ from typing import Any
 
 from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
+from ._common import check_timer_args
 from ._summary_writer import SummaryWriter, WriterSlot
 
 __all__ = ["SummarySaverHook"]
@@ -42,6 +43,7 @@ class SummarySaverHook(SessionRunHook):
         *,
         clock: Clock | None = None,
     ) -> None:
+        check_timer_args("SummarySaverHook", "save_secs", save_secs, "save_steps", save_steps)
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps, clock=clock)
         self._scalars = _scalar_map(scalars)
         self._slot = WriterSlot("SummarySaverHook", output_dir, summary_writer)

@@ -26,6 +26,7 @@ from typing import Protocol, runtime_checkable
 
 import anyio
 
+from .._validate import check_number, check_path
 from ._common import import_optional
 
 __all__ = ["SummaryWriter", "TensorBoardWriter", "WriterSlot"]
@@ -64,13 +65,13 @@ class TensorBoardWriter:
     """
 
     def __init__(self, logdir: str | os.PathLike[str], *, flush_secs: float = 120.0) -> None:
+        check_path("TensorBoardWriter: logdir", logdir)
+        check_number("TensorBoardWriter: flush_secs", flush_secs, unit="seconds")
         import_optional("tensorboardX", "tensorboard", "TensorBoardWriter")
         from tensorboardX.event_file_writer import EventsWriter
         from tensorboardX.proto.event_pb2 import Event
         from tensorboardX.summary import scalar
 
-        if isinstance(flush_secs, bool) or not isinstance(flush_secs, int | float) or flush_secs < 0:
-            raise ValueError(f"TensorBoardWriter: flush_secs must be a number >= 0, got {flush_secs!r}")
         self.logdir = os.fspath(logdir)
         suffix = f".hookrun.{os.getpid()}.{next(_serial)}"
         os.makedirs(self.logdir, exist_ok=True)
@@ -127,6 +128,7 @@ class WriterSlot:
                 f"{owner}: summary_writer must have add_scalar(tag, value, step), flush() "
                 f"and close(); got {type(writer).__name__}"
             )
+        check_path(f"{owner}: output_dir", output_dir, optional=True)
         if output_dir is not None:
             import_optional("tensorboardX", "tensorboard", f"{owner}(output_dir=...)")
         self._output_dir = output_dir

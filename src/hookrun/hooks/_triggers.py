@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .._validate import check_callable, check_int, check_number
+
 __all__ = ["Trigger", "at_step", "every", "when"]
 
 
@@ -151,22 +153,18 @@ def every(*, steps: int | None = None, seconds: float | None = None) -> Trigger:
             "every() takes steps=... or seconds=..., not both; compose them: "
             "every(steps=...) | every(seconds=...)"
         )
-    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 1):
-        raise ValueError(f"every(steps=...) must be a positive int, got {steps!r}")
-    if seconds is not None and (isinstance(seconds, bool) or not seconds > 0):
-        raise ValueError(f"every(seconds=...) must be a positive number, got {seconds!r}")
+    check_int("every(steps=...)", steps, minimum=1, optional=True)
+    check_number("every(seconds=...)", seconds, strict=True, optional=True, unit="seconds")
     return _Every(steps, seconds)
 
 
 def at_step(step: int) -> Trigger:
     """Fire once, at the first step >= ``step``."""
-    if not isinstance(step, int) or isinstance(step, bool):
-        raise TypeError(f"at_step() needs an int step, got {step!r}")
+    check_int("at_step(step)", step)
     return _AtStep(step)
 
 
 def when(predicate: Callable[[int], object]) -> Trigger:
     """Fire at every step for which ``predicate(step)`` is true."""
-    if not callable(predicate):
-        raise TypeError(f"when() needs a callable predicate(step), got {predicate!r}")
+    check_callable("when(predicate)", predicate)
     return _When(predicate)
