@@ -19,6 +19,13 @@ replaced. A step (or an entry) waiting to retry stops waiting at once and raises
 a step function) is refused, as it would wait for itself; a second close waits for the
 first one to be done.
 
+The block, when it is left (cancelled, as a rule) while a close from another task is
+under way, waits for that close before it tears its task group down, and first stops
+that close's ``end``: the hooks are cancelled, each in the task that started it, and that
+``aclose()`` raises ``SessionClosedError``. The workers of an ``end`` phase run in a task
+group of the closing task, never the session's, so the block's cancellation reaches
+them only that way.
+
 A close from another task while the session is being entered wins: the entry creates
 no session after it, closes the one created meanwhile (``after_create_session`` ran,
 ``end`` does not) and raises ``SessionClosedError``; the body never runs.
@@ -43,6 +50,7 @@ from ._errors import CLEAN_STOP_TYPES, SessionClosedError
 from ._log import log_warning
 from ._state import CLOSABLE as _CLOSABLE
 from ._state import State, move
+from ._workers import WorkerPool
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -77,6 +85,7 @@ class Lifecycle:
     _step_done: anyio.Event | None
     _closing: anyio.Event | None
     _backoff: anyio.CancelScope | None
+    _ending: anyio.CancelScope | None
 
     _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
     _step_now: Callable[[], int | None]  # the session's (_session.py)
@@ -134,8 +143,29 @@ class Lifecycle:
     async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
         try:
             await self._close(call_end=call_end, error=error)
+        except BaseException:
+            await self._stop_other_close()
+            raise
         finally:
             await self._exit_task_group()
+
+    async def _stop_other_close(self) -> None:
+        """The block is being left (cancelled, as a rule) while a close from another task is
+        under way: stop that close's ``end`` (its hooks are cancelled, in their own tasks)
+        and wait, shielded and bounded, for it to close the rest, so the task group is torn
+        down under nothing. That ``aclose()`` raises ``SessionClosedError``."""
+        closing = self._closing
+        if closing is None or closing.is_set():
+            return
+        if self._ending is not None:
+            self._ending.cancel()
+        with anyio.move_on_after(2 * self._grace + 1.0, shield=True):
+            await closing.wait()
+        if not closing.is_set():
+            log_warning(
+                "the close under way in another task took longer than stop_grace_period=%ss "
+                "to stop; gave up waiting", self._grace, step=self._step_now(),
+            )
 
     async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
         """Close for good, or wait for the close another task has under way (``_closing``,
@@ -157,14 +187,45 @@ class Lifecycle:
             self._backoff.cancel()
         failures: list[BaseException] = []
         interrupted: BaseException | None = None
+        # Leaving the block cancels ``ending`` when this close runs in another task.
+        ending = self._ending = anyio.CancelScope()
+        try:
+            with ending:
+                call_end = await self._end_hooks(was, call_end, failures)
+        except BaseException as exc:  # cancelled while waiting or ending: still close, then propagate
+            interrupted, call_end = exc, False
+        finally:
+            self._ending = None
+        left = ending.cancelled_caught
+        failures += await self._close_current(raise_errors=call_end and interrupted is None and not left)
+        if interrupted is not None:
+            raise interrupted
+        if left:
+            stopped = SessionClosedError(
+                f"the 'async with' block of {type(self).__name__} was left (cancelled) while aclose() "
+                "ran in another task: the hooks' end was cut short; the coordinator and the session are closed"
+            )
+            for other in failures:
+                stopped.add_note(f"hookrun: ending also failed: {other!r}")
+            raise stopped
+        if failures and error is None:
+            first = failures[0]
+            for other in failures[1:]:
+                first.add_note(f"hookrun: closing also failed: {other!r}")
+            raise first
+        for other in failures:
+            assert error is not None
+            error.add_note(f"hookrun: closing after this error also failed: {other!r}")
+
+    async def _end_hooks(self, was: State, call_end: bool, failures: list[BaseException]) -> bool:
+        """Wait for a step running in another task, then every hook's ``end`` (its errors go
+        to ``failures``); whether ``end`` was called."""
         if call_end and was is State.OPEN and self._busy:
             # A step runs in another task (no new one starts: the state is CLOSED): end and
             # close after it, never under it. Cancelled while waiting: close without end.
             self._step_done = anyio.Event()
             try:
                 await self._step_done.wait()  # set by the step's end (``run``, ``run_step_fn``)
-            except BaseException as exc:
-                interrupted, call_end = exc, False
             finally:
                 self._step_done = None
         if call_end and self._raw is None:
@@ -175,25 +236,26 @@ class Lifecycle:
             else:  # another task is creating it: entering, or recovering
                 why = "it is being created" if self._stats.sessions_created == 0 else "it is being re-created"
             log_warning("closing without a session (%s); the hooks' end is not called", why, step=self._step_now())
-            call_end = False
-        if call_end:
-            try:
-                await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls))
-            except Exception as exc:
-                failures.append(exc)
-            except BaseException as exc:  # cancelled while ending: still close, then propagate
-                interrupted = exc
-        failures += await self._close_current(raise_errors=call_end and interrupted is None)
-        if interrupted is not None:
-            raise interrupted
-        if failures and error is None:
-            first = failures[0]
-            for other in failures[1:]:
-                first.add_note(f"hookrun: closing also failed: {other!r}")
-            raise first
-        for other in failures:
-            assert error is not None
-            error.add_note(f"hookrun: closing after this error also failed: {other!r}")
+            return False
+        if not call_end or not self._end.calls:
+            return call_end
+        # The phase's workers run in a task group of this task, not the session's: the
+        # block, being left, tears that one down and cancels it, even under a close that
+        # runs in another task. Nothing but a failure ever leaves that group.
+        stopped: BaseException | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                try:
+                    await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls), pool=WorkerPool(lambda: tg))
+                except Exception as exc:
+                    failures.append(exc)
+                except BaseException as exc:
+                    stopped = exc
+                tg.cancel_scope.cancel()  # the phase is done: its workers, parked, retire
+        finally:
+            if stopped is not None:
+                raise stopped
+        return True
 
     async def _close_current(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
         """Close the current coordinator and session (shielded, bounded by the grace period).
@@ -250,8 +312,6 @@ def _inside_own_step(session: object) -> bool:
     """Whether the caller runs inside a step of ``session``: in the task running its
     ``run`` / ``run_step_fn`` (their frames are on the stack), or in one of the workers
     running its hooks. Only asked when a close finds a step running (never on a step)."""
-    from ._workers import WorkerPool  # the close path only
-
     pool = getattr(session, "_dispatcher", None)
     pool = getattr(pool, "_pool", None)
     frame = sys._getframe(1)

@@ -87,8 +87,8 @@ class PhaseRun:
     async def drive_in_caller(self, started: Suspended) -> None:
         """The calling task drives the call that has just suspended."""
         position = started.position
+        self.driving = True  # first: a failure to wake workers cancels this very call
         self.suspended()
-        self.driving = True
         try:
             self.results[position] = await drive(started)
         except anyio.get_cancelled_exc_class():
@@ -114,9 +114,17 @@ class PhaseRun:
             self.wake_workers(min(remaining, max(1, self.plan.waiters - self.suspensions)))
 
     def wake_workers(self, count: int) -> None:
-        self.ready += count
+        """Wake ``count`` workers. If none can be started (the task group they would run in
+        is closed), the calls after the cursor never start: the phase fails with that error
+        and every call running is cancelled, so each still ends in its own task."""
         for _ in range(count):
-            self.active.append(self.pool.submit(self))
+            try:
+                worker = self.pool.submit(self)
+            except Exception as exc:
+                self.fail(self.next, exc)
+                return
+            self.ready += 1
+            self.active.append(worker)
 
     def fail(self, position: int, exc: BaseException) -> None:
         """Record a hook's error and cancel every other call of the phase."""
