@@ -296,5 +296,5 @@ class WorkerPool:
                     run.interrupt()
                     raise
                 return  # a sibling failed: the worker's scope absorbs it
-            except Exception as exc:
+            except BaseException as exc:  # KeyboardInterrupt too: the calling task raises it, bare
                 run.fail(position, exc)
