@@ -131,6 +131,8 @@ class Lifecycle:
 
         Closing twice does nothing more; a close while another task closes the session
         returns once that close is done. Leaving ``async with`` afterwards does nothing more.
+        Called from another task, it raises ``SessionClosedError`` if the block is left
+        (cancelled) before the hooks' ``end`` is done: that cancellation cuts ``end`` short.
         """
         if self._state in _CLOSABLE and self._busy and _inside_own_step(self):
             raise RuntimeError(
