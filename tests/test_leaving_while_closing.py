@@ -184,3 +184,112 @@ async def test_a_phase_that_cannot_start_workers_cancels_the_call_it_drives() ->
             raw.gate.set()
     assert len(outcome) == 1 and raw.closed == 1
     assert hooks[0].started and hooks[0].ended_in_own_task() and hooks[1].started == []
+
+
+class _UnwindsSlowly(SessionRunHook):
+    """Its ``end`` waits for ever; cancelled, it tells ``unwinding`` and finishes its clean-up,
+    shielded, once ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.unwinding, self.release = anyio.Event(), anyio.Event()
+        self.tasks: list[int] = []
+
+    async def end(self, session: Any) -> None:
+        self.tasks.append(anyio.get_current_task().id)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.unwinding.set()
+            with anyio.CancelScope(shield=True):
+                await self.release.wait()
+            self.tasks.append(anyio.get_current_task().id)
+
+
+class _FailsInEnd(SessionRunHook):
+    def __init__(self) -> None:
+        self.go = anyio.Event()
+
+    async def end(self, session: Any) -> None:
+        await self.go.wait()
+        raise ValueError("end failed")
+
+
+async def _open_block(sess: Any, body: anyio.CancelScope, tg: Any) -> anyio.Event:
+    """Enter ``sess`` in a task of ``tg`` inside ``body``; the event returned is set once
+    that block is left."""
+    entered, left = anyio.Event(), anyio.Event()
+
+    async def block() -> None:
+        with body:
+            async with sess:
+                entered.set()
+                await anyio.sleep_forever()
+        left.set()
+
+    tg.start_soon(block)
+    await entered.wait()
+    return left
+
+
+async def test_an_end_error_before_the_block_left_is_kept() -> None:
+    """An end hook failed and its sibling was still unwinding when the block was left:
+    the phase ends with that failure, which that aclose() raises; nothing is half-run."""
+    raw = _Raw()
+
+    async def creator() -> _Raw:
+        return raw
+
+    fails, slow = _FailsInEnd(), _UnwindsSlowly()
+    sess = MonitoredSession(creator, [fails, slow])
+    body = anyio.CancelScope()
+    outcome: list[BaseException] = []
+
+    async def close() -> None:
+        with pytest.raises(ValueError, match="end failed") as info:
+            await sess.aclose()
+        outcome.append(info.value)
+
+    with anyio.fail_after(LIMIT):
+        async with anyio.create_task_group() as tg:
+            await _open_block(sess, body, tg)
+            tg.start_soon(close)
+            await anyio.wait_all_tasks_blocked()  # both hooks in end
+            fails.go.set()
+            await slow.unwinding.wait()  # the failure cancelled the sibling, which unwinds
+            body.cancel()
+            await anyio.wait_all_tasks_blocked()  # the block waits for the close
+            slow.release.set()
+    assert len(outcome) == 1 and raw.closed == 1 and len(slow.tasks) == 2 and slow.tasks[0] == slow.tasks[1]
+
+
+async def test_the_block_stops_waiting_for_a_close_that_does_not_stop(caplog: pytest.LogCaptureFixture) -> None:
+    """A hook's end that ignores the cancellation (a long shielded clean-up): the block
+    gives up waiting after its bound, says so, and leaves; the close ends later on its
+    own, the hook in its own task, and that aclose() still raises SessionClosedError."""
+    raw = _Raw()
+
+    async def creator() -> _Raw:
+        return raw
+
+    slow = _UnwindsSlowly()
+    sess = MonitoredSession(creator, [_Tracked("end", anyio.Event()), slow], stop_grace_period=0)
+    body = anyio.CancelScope()
+    outcome: list[BaseException] = []
+
+    async def close() -> None:
+        with pytest.raises(SessionClosedError, match=LEFT) as info:
+            await sess.aclose()
+        outcome.append(info.value)
+
+    with anyio.fail_after(LIMIT):
+        async with anyio.create_task_group() as tg:
+            left = await _open_block(sess, body, tg)
+            tg.start_soon(close)
+            await anyio.wait_all_tasks_blocked()
+            body.cancel()
+            await slow.unwinding.wait()
+            await left.wait()  # the block gives up waiting after one second
+            assert "took longer than stop_grace_period=0.0s to stop; gave up waiting" in caplog.text
+            assert outcome == [] and raw.closed == 0
+            slow.release.set()
+    assert len(outcome) == 1 and raw.closed == 1 and slow.tasks[0] == slow.tasks[1]

@@ -198,18 +198,15 @@ class Lifecycle:
             interrupted, call_end = exc, False
         finally:
             self._ending = None
-        left = ending.cancelled_caught
+        left = ending.cancelled_caught and not failures  # end done, with errors, before the cut: raise those
         failures += await self._close_current(raise_errors=call_end and interrupted is None and not left)
         if interrupted is not None:
             raise interrupted
         if left:
-            stopped = SessionClosedError(
+            raise SessionClosedError(
                 f"the 'async with' block of {type(self).__name__} was left (cancelled) while aclose() "
                 "ran in another task: the hooks' end was cut short; the coordinator and the session are closed"
             )
-            for other in failures:
-                stopped.add_note(f"hookrun: ending also failed: {other!r}")
-            raise stopped
         if failures and error is None:
             first = failures[0]
             for other in failures[1:]:
