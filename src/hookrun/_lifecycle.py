@@ -239,8 +239,9 @@ class Lifecycle:
         if not call_end or not self._end.calls:
             return call_end
         # The phase's workers run in a task group of this task, not the session's: the
-        # block, being left, tears that one down and cancels it, even under a close that
-        # runs in another task. Nothing but a failure ever leaves that group.
+        # block, when it is cancelled, cancels the session's group's tasks too, even under
+        # a close running in another task. No exception leaves this group (on trio it
+        # would come out wrapped in an exception group): it is raised after it.
         stopped: BaseException | None = None
         try:
             async with anyio.create_task_group() as tg:

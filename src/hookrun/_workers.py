@@ -25,6 +25,14 @@ fails is cancelled at once.
   left to that same cancellation, which reaches it too when the caller is inside
   that scope. An interrupted phase never returns: it raises the caller's
   cancellation, or a ``RuntimeError`` if the caller is not being cancelled.
+* A phase that cannot wake a worker (their task group has closed: the session's
+  block was left while a step ran in another task) fails with that error: the
+  calls after the cursor never start and the call being driven is cancelled, so
+  no started call is ever dropped half-way.
+
+Errors: a hook's error, whatever its type (``KeyboardInterrupt``, ``SystemExit``
+and ``GeneratorExit`` included), is recorded in the phase by whichever task ran
+it, and the calling task raises it; nothing but cancellation leaves a worker.
 """
 
 from __future__ import annotations
