@@ -112,13 +112,16 @@ class Dispatcher:
             self._new_scope = scope_factory()
         return self._new_scope()
 
-    async def run(self, plan: PhasePlan, args: Args, trace: list[TimingRecord] | None = None) -> list[Any]:
-        """Run every call of ``plan`` under a cancel scope of its own if it needs one."""
+    async def run(
+        self, plan: PhasePlan, args: Args, trace: list[TimingRecord] | None = None, *, pool: WorkerPool | None = None
+    ) -> list[Any]:
+        """Run every call of ``plan`` under a cancel scope of its own if it needs one; its
+        workers, if any, come from ``pool`` (default: the session's)."""
         if not plan.cancellable and trace is None:
             started = self.start(plan, args, None)
             return started if type(started) is list else await started  # type: ignore[misc]
         with self.new_scope() as scope:
-            started = self.start(plan, args, scope, trace)
+            started = self.start(plan, args, scope, trace, pool)
             return started if type(started) is list else await started  # type: ignore[misc]
         raise AssertionError("unreachable: nothing but the phase cancels its scope")  # pragma: no cover
 
@@ -128,6 +131,7 @@ class Dispatcher:
         args: Args,
         scope: anyio.CancelScope | None,
         trace: list[TimingRecord] | None = None,
+        pool: WorkerPool | None = None,
     ) -> list[Any] | Coroutine[Any, Any, list[Any]]:
         """Start every call of ``plan`` in place: their results in list order if none
         suspended, else a coroutine that finishes the phase, to be awaited at once.
@@ -149,7 +153,7 @@ class Dispatcher:
         if scope is None:
             started.owner.close()  # nothing will drive it (closing the owner closes the call it awaits)
             raise RuntimeError(f"hookrun: the {plan.phase} phase was started without a cancel scope")
-        return self._finish_with_workers(plan, args, results, started, scope)
+        return self._finish_with_workers(plan, args, results, started, scope, pool)
 
     async def _finish_alone(self, plan: PhasePlan, args: Args, results: list[Any], started: Suspended) -> list[Any]:
         """The phase's last call, its only async one, suspended: drive it to its end."""
@@ -157,10 +161,11 @@ class Dispatcher:
         return results
 
     async def _finish_with_workers(
-        self, plan: PhasePlan, args: Args, results: list[Any], started: Suspended, scope: anyio.CancelScope
+        self, plan: PhasePlan, args: Args, results: list[Any], started: Suspended, scope: anyio.CancelScope,
+        pool: WorkerPool | None,
     ) -> list[Any]:
         """A call suspended beside other async calls: drive it here, workers start the rest."""
-        run = PhaseRun(self.pool(), plan, args, results, scope, copy_context(), started.position + 1)
+        run = PhaseRun(pool or self.pool(), plan, args, results, scope, copy_context(), started.position + 1)
         try:
             await run.drive_in_caller(started)
         except BaseException:

@@ -20,6 +20,13 @@ replaced. A step (or an entry) waiting to retry stops waiting at once and raises
 a step function) is refused, as it would wait for itself; a second close waits for the
 first one to be done.
 
+The block, when it is left (cancelled, as a rule) while a close from another task is
+under way, waits for that close before it tears its task group down, and first stops
+that close's ``end``: the hooks are cancelled, each in the task that started it, and that
+``aclose()`` raises ``SessionClosedError``. The workers of an ``end`` phase run in a task
+group of the closing task, never the session's, so the block's cancellation reaches
+them only that way.
+
 A close from another task while the session is being entered wins: the entry creates
 no session after it, closes the one created meanwhile (``after_create_session`` ran,
 ``end`` does not: ``on_exception`` receives the ``SessionClosedError``) and raises
@@ -46,6 +53,7 @@ from ._log import log_warning
 from ._serving import claim_hooks
 from ._state import CLOSABLE as _CLOSABLE
 from ._state import State, move
+from ._workers import WorkerPool
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -82,6 +90,7 @@ class Lifecycle:
     _step_done: anyio.Event | None
     _closing: anyio.Event | None
     _backoff: anyio.CancelScope | None
+    _ending: anyio.CancelScope | None
 
     _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
     _step_now: Callable[[], int | None]  # the session's (_session.py)
@@ -128,6 +137,8 @@ class Lifecycle:
 
         Closing twice does nothing more; a close while another task closes the session
         returns once that close is done. Leaving ``async with`` afterwards does nothing more.
+        Called from another task, it raises ``SessionClosedError`` if the block is left
+        (cancelled) before the hooks' ``end`` is done: that cancellation cuts ``end`` short.
         """
         if self._state in _CLOSABLE and self._busy and _inside_own_step(self):
             raise RuntimeError(
@@ -142,8 +153,29 @@ class Lifecycle:
             await self._close(call_end=call_end, error=error)
             if error is not None:  # another task closed it without ending: tell the hooks of this error
                 await self._exits.settle(None, ending=False, exception=error, step=self._step_now())
+        except BaseException:
+            await self._stop_other_close()
+            raise
         finally:
             await self._exit_task_group()
+
+    async def _stop_other_close(self) -> None:
+        """The block is being left (cancelled, as a rule) while a close from another task is
+        under way: stop that close's ``end`` (its hooks are cancelled, in their own tasks)
+        and wait, shielded and bounded, for it to close the rest, so the task group is torn
+        down under nothing. That ``aclose()`` raises ``SessionClosedError``."""
+        closing = self._closing
+        if closing is None or closing.is_set():
+            return
+        if self._ending is not None:
+            self._ending.cancel()
+        with anyio.move_on_after(2 * self._grace + 1.0, shield=True):
+            await closing.wait()
+        if not closing.is_set():
+            log_warning(
+                "the close under way in another task took longer than stop_grace_period=%ss "
+                "to stop; gave up waiting", self._grace, step=self._step_now(),
+            )
 
     async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
         """Close for good, or wait for the close another task has under way (``_closing``,
@@ -165,14 +197,47 @@ class Lifecycle:
             self._backoff.cancel()
         failures: list[BaseException] = []
         interrupted: BaseException | None = None
+        # Leaving the block cancels ``ending`` when this close runs in another task.
+        ending = self._ending = anyio.CancelScope()
+        try:
+            with ending:
+                call_end = await self._end_hooks(was, call_end, failures, error)
+        except BaseException as exc:  # cancelled while waiting or ending: still close, then propagate
+            interrupted, call_end = exc, False
+        finally:
+            self._ending = None
+        left = ending.cancelled_caught and not failures  # end done, with errors, before the cut: raise those
+        cut = None if not left else SessionClosedError(
+            f"the 'async with' block of {type(self).__name__} was left (cancelled) while aclose() "
+            "ran in another task: the hooks' end was cut short; the coordinator and the session are closed"
+        )
+        if interrupted is not None or cut is not None:  # the hooks hear why, unless their end began
+            await self._exits.settle(self._raw, ending=False, exception=interrupted or cut, step=self._step_now())
+        failures += await self._close_current(raise_errors=call_end and interrupted is None and not left)
+        if interrupted is not None:
+            raise interrupted
+        if cut is not None:
+            raise cut
+        if failures and error is None:
+            first = failures[0]
+            for other in failures[1:]:
+                first.add_note(f"hookrun: closing also failed: {other!r}")
+            raise first
+        for other in failures:
+            assert error is not None
+            error.add_note(f"hookrun: closing after this error also failed: {other!r}")
+
+    async def _end_hooks(
+        self, was: State, call_end: bool, failures: list[BaseException], error: BaseException | None
+    ) -> bool:
+        """Wait for a step running in another task, then every hook's ``end`` (its errors go
+        to ``failures``); whether ``end`` was called."""
         if call_end and was is State.OPEN and self._busy:
             # A step runs in another task (no new one starts: the state is CLOSED): end and
             # close after it, never under it. Cancelled while waiting: close without end.
             self._step_done = anyio.Event()
             try:
                 await self._step_done.wait()  # set by the step's end (``run``, ``run_step_fn``)
-            except BaseException as exc:
-                interrupted, call_end = exc, False
             finally:
                 self._step_done = None
         if call_end and self._raw is None:
@@ -185,26 +250,27 @@ class Lifecycle:
             log_warning("closing without a session (%s); the hooks' end is not called", why, step=self._step_now())
             call_end = False
         # Every hook either ends or hears why not: ``on_exception``, shielded (``_exits.py``).
-        await self._exits.settle(self._raw, ending=call_end, exception=error or interrupted or self._broken,
-                                 step=self._step_now())
-        if call_end:
-            try:
-                await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls))
-            except Exception as exc:
-                failures.append(exc)
-            except BaseException as exc:  # cancelled while ending: still close, then propagate
-                interrupted = exc
-        failures += await self._close_current(raise_errors=call_end and interrupted is None)
-        if interrupted is not None:
-            raise interrupted
-        if failures and error is None:
-            first = failures[0]
-            for other in failures[1:]:
-                first.add_note(f"hookrun: closing also failed: {other!r}")
-            raise first
-        for other in failures:
-            assert error is not None
-            error.add_note(f"hookrun: closing after this error also failed: {other!r}")
+        await self._exits.settle(self._raw, ending=call_end, exception=error or self._broken, step=self._step_now())
+        if not call_end or not self._end.calls:
+            return call_end
+        # The phase's workers run in a task group of this task, not the session's: the
+        # block, when it is cancelled, cancels the session's group's tasks too, even under
+        # a close running in another task. No exception leaves this group (on trio it
+        # would come out wrapped in an exception group): it is raised after it.
+        stopped: BaseException | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                try:
+                    await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls), pool=WorkerPool(lambda: tg))
+                except Exception as exc:
+                    failures.append(exc)
+                except BaseException as exc:
+                    stopped = exc
+                tg.cancel_scope.cancel()  # the phase is done: its workers, parked, retire
+        finally:
+            if stopped is not None:
+                raise stopped
+        return True
 
     async def _close_current(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
         """Close the current coordinator and session (shielded, bounded by the grace period).
@@ -261,8 +327,6 @@ def _inside_own_step(session: object) -> bool:
     """Whether the caller runs inside a step of ``session``: in the task running its
     ``run`` / ``run_step_fn`` (their frames are on the stack), or in one of the workers
     running its hooks. Only asked when a close finds a step running (never on a step)."""
-    from ._workers import WorkerPool  # the close path only
-
     pool = getattr(session, "_dispatcher", None)
     pool = getattr(pool, "_pool", None)
     frame = sys._getframe(1)

@@ -158,6 +158,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         self._closing: anyio.Event | None = None
         #: The wait to retry under way, if any (``_recovering.py``); a close cancels it.
         self._backoff: anyio.CancelScope | None = None
+        #: The scope of the hooks' end while a close runs it (``_lifecycle.py``).
+        self._ending: anyio.CancelScope | None = None
         self._hook_stop = False
         self._tg: TaskGroup | None = None
         self._raw: Any = None

@@ -40,8 +40,8 @@ unchanged left nothing for the next call to see. Plain functions run in the curr
 context itself (they are ordinary function calls).
 
 Invariant: ``results[p]`` holds ``PENDING`` until call ``p`` finished, and is
-written only then; a call that raises before suspending is reported, and no later
-call is started.
+written only then; a call that raises before suspending (any exception, base
+exceptions included) is reported, and no later call is started.
 """
 
 from __future__ import annotations
@@ -86,10 +86,12 @@ _new_tuple = tuple.__new__
 
 
 class Failed(NamedTuple):
-    """The call at ``position`` raised ``error`` before it suspended."""
+    """The call at ``position`` raised ``error`` before it suspended (any exception:
+    ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit`` too, so that a worker
+    reports them as it reports any error)."""
 
     position: int
-    error: Exception
+    error: BaseException
 
 
 def call_before(plan: PhasePlan, run_context: Any) -> list[Any] | None:
@@ -155,7 +157,7 @@ def start_calls(
                     result = fn(*args[position])
                     if result is not None and type(result) is not SessionRunArgs:
                         check_plain_result(plan.calls[position], result)
-                except Exception as exc:
+                except BaseException as exc:  # KeyboardInterrupt too: reported, never lost in a worker
                     return Failed(position, exc)
                 results[position] = result
                 position += 1
@@ -163,7 +165,7 @@ def start_calls(
         if not batch or len(fns) == 1:  # one call: started with ``send`` itself
             try:
                 started = start_one(fns[0], args[position], position)
-            except Exception as exc:
+            except BaseException as exc:
                 return Failed(position, exc)
             if type(started) is Suspended:
                 return started
@@ -178,7 +180,7 @@ def start_calls(
         except StopIteration as stop:
             position = stop.value
             continue
-        except Exception as exc:
+        except BaseException as exc:
             return Failed(results.index(PENDING, position), exc)
         # ``owner`` waits on the call that suspended: it is driven on its own from here.
         position = results.index(PENDING, position)

@@ -25,6 +25,14 @@ fails is cancelled at once.
   left to that same cancellation, which reaches it too when the caller is inside
   that scope. An interrupted phase never returns: it raises the caller's
   cancellation, or a ``RuntimeError`` if the caller is not being cancelled.
+* A phase that cannot wake a worker (their task group has closed: the session's
+  block was left while a step ran in another task) fails with that error: the
+  calls after the cursor never start and the call being driven is cancelled, so
+  no started call is ever dropped half-way.
+
+Errors: a hook's error, whatever its type (``KeyboardInterrupt``, ``SystemExit``
+and ``GeneratorExit`` included), is recorded in the phase by whichever task ran
+it, and the calling task raises it; nothing but cancellation leaves a worker.
 """
 
 from __future__ import annotations
@@ -87,8 +95,8 @@ class PhaseRun:
     async def drive_in_caller(self, started: Suspended) -> None:
         """The calling task drives the call that has just suspended."""
         position = started.position
+        self.driving = True  # first: a failure to wake workers cancels this very call
         self.suspended()
-        self.driving = True
         try:
             self.results[position] = await drive(started)
         except anyio.get_cancelled_exc_class():
@@ -114,9 +122,17 @@ class PhaseRun:
             self.wake_workers(min(remaining, max(1, self.plan.waiters - self.suspensions)))
 
     def wake_workers(self, count: int) -> None:
-        self.ready += count
+        """Wake ``count`` workers. If none can be started (the task group they would run in
+        is closed), the calls after the cursor never start: the phase fails with that error
+        and every call running is cancelled, so each still ends in its own task."""
         for _ in range(count):
-            self.active.append(self.pool.submit(self))
+            try:
+                worker = self.pool.submit(self)
+            except Exception as exc:
+                self.fail(self.next, exc)
+                return
+            self.ready += 1
+            self.active.append(worker)
 
     def fail(self, position: int, exc: BaseException) -> None:
         """Record a hook's error and cancel every other call of the phase."""
@@ -288,5 +304,5 @@ class WorkerPool:
                     run.interrupt()
                     raise
                 return  # a sibling failed: the worker's scope absorbs it
-            except Exception as exc:
+            except BaseException as exc:  # KeyboardInterrupt too: the calling task raises it, bare
                 run.fail(position, exc)

@@ -81,14 +81,24 @@ class _ScenarioHook(SessionRunHook):
         self.plan = plan
         self.log = log
         self.counts = dict.fromkeys(PHASES, 0)
+        #: The task each call in progress started in, by (phase, number).
+        self.tasks: dict[tuple[str, int], int] = {}
 
     def _start(self, phase: str, args: tuple[Any, ...]) -> tuple[int, Action]:
         number = self.counts[phase]
         self.counts[phase] += 1
         self.log.append(Event(self.name, phase, number, "start", (_salient(phase, args), _token(phase, args))))
+        self.tasks[(phase, number)] = anyio.get_current_task().id
         return number, self.plan.action(phase, number)
 
+    def _ended(self, phase: str, number: int) -> None:
+        """A call ends: it must end in the task it started in (never finished by another
+        task, or by the garbage collector, after being dropped half-way)."""
+        if self.tasks.pop((phase, number)) != anyio.get_current_task().id:
+            self.log.append(Event(self.name, phase, number, "foreign"))
+
     def _finish(self, phase: str, number: int, action: Action, args: tuple[Any, ...]) -> Any:
+        self._ended(phase, number)
         effect = action.effect
         if effect in _ERROR_TYPES:
             self.log.append(Event(self.name, phase, number, "raised"))
@@ -121,6 +131,7 @@ class _ScenarioHook(SessionRunHook):
                 await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
             elapsed = anyio.current_time() - started
+            self._ended(phase, number)
             self.log.append(Event(self.name, phase, number, "cancelled", elapsed))
             raise
         return self._finish(phase, number, action, args)
@@ -226,30 +237,71 @@ async def run_scenario(scenario: Scenario) -> Observed:
     outcomes: list[tuple[Any, ...]] = []
     snapshots: list[tuple[Any, ...]] = []
     baseline = len(anyio.get_running_tasks())
+    race: dict[str, Any] = {}
     with anyio.fail_after(30):
-        try:
-            async with sess:
-                outcomes.append(("entered", _tasks(baseline, len(hooks))))
-                for number, action in enumerate(scenario.actions):
-                    log.append(Event("", "", number, "action"))
-                    outcome = await _act(sess, action, options)
-                    outcomes.append((*outcome, _tasks(baseline, len(hooks))))
-                    snapshots.append(_snapshot(sess, creator))
-                log.append(Event("", "", len(scenario.actions), "action"))
-                if scenario.exit == "oor":
-                    raise OutOfRangeError("body")
-                if scenario.exit == "error":
-                    raise ValueError("body")
-        except Exception as exc:
-            outcomes.append(("exit", describe(exc)))
-        else:
-            outcomes.append(("exit", None))
+        async with anyio.create_task_group() as helpers:  # the tasks of a close_and_leave action
+            block = anyio.CancelScope()
+            try:
+                with block:
+                    async with sess:
+                        outcomes.append(("entered", _tasks(baseline, len(hooks))))
+                        for number, action in enumerate(scenario.actions):
+                            log.append(Event("", "", number, "action"))
+                            if action.kind == "close_and_leave":  # the last action: never returns
+                                await _close_and_leave(sess, action, options, block, helpers, race)
+                            outcome = await _act(sess, action, options)
+                            outcomes.append((*outcome, _tasks(baseline, len(hooks))))
+                            snapshots.append(_snapshot(sess, creator))
+                        log.append(Event("", "", len(scenario.actions), "action"))
+                        if scenario.exit == "oor":
+                            raise OutOfRangeError("body")
+                        if scenario.exit == "error":
+                            raise ValueError("body")
+            except Exception as exc:
+                outcomes.append(("exit", describe(exc)))
+            else:
+                outcomes.append(("exit", "left" if block.cancelled_caught else None))
+    if race:
+        outcomes.insert(len(outcomes) - 1, ("close_and_leave", race["ran"], race["joined"], race["other"]))
+        snapshots.append(_snapshot(sess, creator))
     tasks_after = len(anyio.get_running_tasks())
     return Observed(outcomes, log, creator, _counter(sess), baseline, tasks_after, snapshots)
 
 
 #: The dispatcher's pooled hook workers stay parked on the session's task group.
 WORKER_TASK = "hookrun hook worker"
+
+
+async def _close_and_leave(
+    sess: MonitoredSession | SingularMonitoredSession, action: Any, options: RunOptions | None,
+    block: anyio.CancelScope, helpers: Any, race: dict[str, Any],
+) -> None:
+    """Another task closes while this task (the block) runs a step, and the block is
+    cancelled ``action.delay`` seconds later: the step, the close and the cancellation
+    race. ``race`` gets the step's outcome, whether the close found the session closed
+    already (``joined``) and what that ``aclose()`` returned or raised."""
+
+    async def close() -> None:
+        race["joined"] = sess._state.value == "closed"
+        try:
+            await sess.aclose()
+        except Exception as exc:
+            race["other"] = describe(exc)
+        else:
+            race["other"] = None
+
+    async def leave() -> None:
+        await anyio.sleep(action.delay)
+        block.cancel()
+
+    helpers.start_soon(close)
+    helpers.start_soon(leave)
+    race["ran"] = ("cancelled",)
+    try:
+        race["ran"] = ("ok", await sess.run(action.fetches, dict(action.feeds) or None, options))
+    except Exception as exc:
+        race["ran"] = describe(exc)
+    await anyio.sleep_forever()
 
 
 def _tasks(baseline: int, n_hooks: int) -> int:
@@ -650,6 +702,10 @@ class Model:
             self.segment = number + 1
             observed = self.obs.outcomes[len(out)]
             self.hint = _error_of(observed)
+            if action.kind == "close_and_leave":  # the last action: the block is left
+                out.append(self._close_and_leave(observed, number))
+                out.append(("exit", "left"))
+                return out
             out.append((*self.act(action, observed, number), self.tasks()))
         self.segment = len(self.sc.actions) + 1
         self.hint = _error_of(self.obs.outcomes[-1])
@@ -677,6 +733,55 @@ class Model:
             return self._cancelled_run(action, number)
         return self.run(action.fetches, action.feeds, cancelling=False)
 
+    def _close_and_leave(self, observed: tuple[Any, ...], number: int) -> tuple[Any, ...]:
+        """A step, a close from another task and the block's cancellation raced: whatever
+        the step did, the close returns normally only if it had nothing left to do (the
+        session was closed already, or every hook's end ran to its end), else it raises the
+        error of an end hook or ``SessionClosedError`` (the block cut it short); never
+        anything else. The model then takes the sessions and the counter as they ended
+        (the checks of every started call, every session closed once and no task left
+        still apply)."""
+        kind, ran, joined, other = observed
+        assert kind == "close_and_leave" and ran[0] in ("ok", "cancelled", "raise"), observed
+        ends = {
+            key: slot for key, slot in self.by_segment[number + 1].items() if key[1] == "end" and "start" in slot
+        }
+        end_errors = [
+            describe(make_error(plan.action("end", key[2]).effect, f"{plan.name}.end#{key[2]}"))
+            for plan in self.hooks for key, slot in ends.items() if key[0] == plan.name and "raised" in slot
+        ]
+        cut = any("cancelled" in slot for slot in ends.values())
+        if joined:  # the block's own close came first: this one waits for it, and returns
+            assert other is None and not ends, observed
+        elif other is not None:
+            left = ("raise", "SessionClosedError")
+            timeout = other[:2] == ("raise", "HookTimeoutError")
+            assert other[:2] == left or other in end_errors or timeout, (other, end_errors)
+            if other[:2] == left:
+                assert "was left (cancelled) while aclose() ran in another task" in other[2], other
+        else:
+            assert not cut, f"aclose() returned normally though end was cut short: {ends}"
+        self._resync(number)
+        self.state = "closed"
+        return observed
+
+    def _resync(self, number: int) -> None:
+        """Take the sessions, the attempts and the counter from the runtime's snapshot
+        after action ``number``."""
+        current, counter, sessions, attempts, failed = self.obs.snapshots[number]
+        real = self.obs.creator.sessions
+        del self.sessions[len(sessions):]  # sessions the replay created that the runtime had not yet
+        while len(self.sessions) < len(sessions):
+            self.sessions.append(_Session(f"session-{len(self.sessions)}", len(self.sessions)))
+        self.failed = failed
+        for mine, theirs, (steps, closed) in zip(self.sessions, real, sessions, strict=False):
+            mine.steps = steps
+            mine.runs = [(list(keys), {str(k): v for k, v in feeds.items()}) for keys, feeds, _ in theirs.runs[:steps]]
+            mine.closed = closed
+        self.attempts = attempts
+        self.current = next((s for s in self.sessions if s.name == current), None)
+        self.counter = counter
+
     def _cancelled_run(self, action: Any, number: int) -> tuple[Any, ...]:
         """The caller's cancellation interrupted this run: check what happened is a prefix
         of an allowed run, then re-synchronise the model from the log and the sessions."""
@@ -695,19 +800,7 @@ class Model:
                 self.numbers[key] = max(self.numbers.get(key, 0), event.number + 1)
             if event.kind == "stop":
                 self.hook_stop = True
-        current, counter, sessions, attempts, failed = self.obs.snapshots[number]
-        real = self.obs.creator.sessions
-        del self.sessions[len(sessions):]  # sessions the replay created that the runtime had not yet
-        while len(self.sessions) < len(sessions):
-            self.sessions.append(_Session(f"session-{len(self.sessions)}", len(self.sessions)))
-        self.failed = failed
-        for mine, theirs, (steps, closed) in zip(self.sessions, real, sessions, strict=False):
-            mine.steps = steps
-            mine.runs = [(list(keys), {str(k): v for k, v in feeds.items()}) for keys, feeds, _ in theirs.runs[:steps]]
-            mine.closed = closed
-        self.attempts = attempts
-        self.current = next((s for s in self.sessions if s.name == current), None)
-        self.counter = counter
+        self._resync(number)
         return ("cancelled",)
 
 
@@ -757,6 +850,7 @@ def _check_log_invariants(scenario: Scenario, observed: Observed) -> None:
     assert len(set(begins)) == len(begins), f"begin called twice: {begins}"
     every = [item for events in Model(scenario, observed).by_segment for item in events.items()]
     for (hook, phase, number), slot in every:
+        assert "foreign" not in slot, f"{hook}.{phase}#{number} ended in another task than it started in"
         if "start" in slot:
             assert sum(k in slot for k in ("done", "raised", "cancelled")) == 1, (hook, phase, number, slot)
         if phase == "after_run" and "start" in slot:

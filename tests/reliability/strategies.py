@@ -55,7 +55,8 @@ class HookPlan:
 @dataclass(frozen=True)
 class CallerAction:
     """``run`` (fetches, feeds), ``cancel`` (a run cancelled after ``delay``),
-    ``should_stop`` or ``aclose``."""
+    ``should_stop``, ``aclose``, or ``close_and_leave`` (always the last action: a run
+    while another task calls ``aclose()``, the block cancelled after ``delay``)."""
 
     kind: str
     fetches: Any = None
@@ -149,6 +150,14 @@ def caller_actions(draw: st.DrawFn) -> CallerAction:
     return CallerAction(kind, fetches, feeds, delay)
 
 
+def _race(draw: st.DrawFn) -> tuple[CallerAction, ...]:
+    """One scenario in five ends with a close from another task racing the block's cancellation."""
+    if draw(st.integers(0, 4)) != 0:
+        return ()
+    action = draw(caller_actions())
+    return (CallerAction("close_and_leave", action.fetches, action.feeds, action.delay),)
+
+
 @st.composite
 def scenarios(draw: st.DrawFn) -> Scenario:
     allow_hang = draw(st.integers(0, 9)) == 0
@@ -172,6 +181,6 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         hang_at=hang_at,
         creator_errors=creator_errors,
         max_attempts=draw(st.integers(1, 3)),
-        actions=tuple(draw(st.lists(caller_actions(), max_size=8))),
+        actions=tuple(draw(st.lists(caller_actions(), max_size=8))) + _race(draw),
         exit=draw(st.sampled_from(("normal", "normal", "oor", "error"))),
     )
