@@ -293,3 +293,71 @@ async def test_the_block_stops_waiting_for_a_close_that_does_not_stop(caplog: py
             assert outcome == [] and raw.closed == 0
             slow.release.set()
     assert len(outcome) == 1 and raw.closed == 1 and slow.tasks[0] == slow.tasks[1]
+
+
+class _Settled(_Tracked):
+    """A ``_Tracked`` hook in ``end`` that also records each ``on_exception`` it receives."""
+
+    def __init__(self) -> None:
+        super().__init__("end")
+        self.exceptions: list[BaseException] = []
+
+    async def on_exception(self, session: Any, exception: BaseException) -> None:
+        self.exceptions.append(exception)
+
+
+@pytest.mark.parametrize("wait_for_end", [False, True])
+async def test_every_hook_hears_end_or_on_exception_once_when_the_block_is_left(wait_for_end: bool) -> None:
+    """However the block's cancellation and the other task's close interleave, every hook
+    gets exactly one of end (begun) or on_exception, never both, never neither."""
+    for _ in range(RUNS):
+        hooks: list[Any] = [_Settled(), _Settled()]
+        if wait_for_end:
+            for hook in hooks:
+                hook.release = anyio.Event()
+        await _close_cancelling_the_block(MonitoredSession, hooks, wait_for_end=wait_for_end)
+        for hook in hooks:
+            assert len(hook.started) + len(hook.exceptions) == 1, (hook.started, hook.exceptions)
+
+
+async def test_a_close_cut_before_end_began_gives_each_hook_on_exception() -> None:
+    """The close waits for a step running in a third task when the block is cancelled: end
+    never begins, so every hook gets on_exception with the SessionClosedError that the
+    close raises (never neither)."""
+    raw = _Raw()
+
+    async def creator() -> _Raw:
+        return raw
+
+    hooks = [_Settled(), _Settled()]
+    sess = MonitoredSession(creator, hooks)
+    body = anyio.CancelScope()
+    outcome: list[BaseException] = []
+
+    async def block() -> None:
+        with body:
+            async with sess:
+                await anyio.sleep_forever()
+
+    async def step() -> None:
+        await sess.run(["x"])  # its run began before the close: it is let finish
+
+    async def close() -> None:
+        with pytest.raises(SessionClosedError, match=LEFT) as info:
+            await sess.aclose()
+        outcome.append(info.value)
+
+    with anyio.fail_after(LIMIT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(block)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(step)
+            await raw.running.wait()
+            tg.start_soon(close)
+            await anyio.wait_all_tasks_blocked()  # the close waits for the third task's step
+            body.cancel()
+            await anyio.wait_all_tasks_blocked()
+            raw.gate.set()
+    assert len(outcome) == 1 and raw.closed == 1
+    for hook in hooks:
+        assert hook.started == [] and hook.exceptions == [outcome[0]]
