@@ -173,7 +173,10 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
     lines = ci.splitlines()
     assert command.replace(".venv/bin/", "") in lines
     engines = "pip install -q -e '.[test-engines]' && python -m pytest -q -m engine"
-    assert engines in lines and lines.index(engines) > lines.index(command.replace(".venv/bin/", ""))
+    at = lines.index(command.replace(".venv/bin/", ""))
+    assert engines in lines and lines.index(engines) > at
+    # set -e lets a failure inside an && list pass: the command's status is checked before going on.
+    assert lines[at + 1].startswith("status=$?") and lines[at + 2] == '[ "$status" -eq 0 ] || exit "$status"'
     development = section("Development")
     assert ".venv/bin/pip install -e '.[test-engines]'" in development
     assert ".venv/bin/python -m pytest -q -m engine" in development
