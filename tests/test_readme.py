@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -40,9 +41,15 @@ def env_with_venv_first(tmp_path: Path) -> dict[str, str]:
 # -- set up ---------------------------------------------------------------------------------
 
 TEST_COMMAND = (
-    ".venv/bin/pip install -e '.[test]' && .venv/bin/python -m coverage run -m pytest -q "
+    ".venv/bin/pip install -e '.[test]' && .venv/bin/python -m coverage run -m pytest -q -m 'not engine' "
     "&& .venv/bin/python -m coverage report"
 )
+ENGINES = {"ray", "dask", "distributed", "psutil"}
+
+
+def requirement_names(extra: str) -> set[str]:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return {re.split(r"[<>=;\[ ]", req, maxsplit=1)[0] for req in extras[extra]}
 
 
 def set_up_commands() -> tuple[str, str]:
@@ -160,10 +167,19 @@ def test_every_python_block_runs_on_both_backends(index: int, backend: str, caps
 
 def test_ci_runs_exactly_the_readmes_test_command() -> None:
     """.ci/run puts its own environment first on PATH, so it runs the command without the
-    .venv/bin/ prefix of a user's environment."""
+    .venv/bin/ prefix of a user's environment; then it runs the engine suites."""
     command = set_up_commands()[1]
     ci = (ROOT / ".ci" / "run").read_text()
-    assert command.replace(".venv/bin/", "") in ci.splitlines()
+    lines = ci.splitlines()
+    assert command.replace(".venv/bin/", "") in lines
+    engines = "pip install -q -e '.[test-engines]' && python -m pytest -q -m engine"
+    at = lines.index(command.replace(".venv/bin/", ""))
+    assert engines in lines and lines.index(engines) > at
+    # set -e lets a failure inside an && list pass: the command's status is checked before going on.
+    assert lines[at + 1].startswith("status=$?") and lines[at + 2] == '[ "$status" -eq 0 ] || exit "$status"'
+    development = section("Development")
+    assert ".venv/bin/pip install -e '.[test-engines]'" in development
+    assert ".venv/bin/python -m pytest -q -m engine" in development
     assert 'export PATH="$VIRTUAL_ENV/bin:$PATH"' in ci
     assert "rm -rf .venv" not in ci and "mktemp -d" in ci
     assert not blocks("sh", section("Development"))  # one place for the test command
@@ -171,13 +187,43 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
 
 def test_the_test_extra_has_no_linters_and_dev_has_them() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    names = {re.split(r"[<>=;\[ ]", req, maxsplit=1)[0] for req in extras["test"]}
+    names = requirement_names("test")
     assert not names & {"ruff", "mypy", "flake8", "black"}
-    assert {"ruff", "mypy"} <= {re.split(r"[<>=;\[ ]", req, maxsplit=1)[0] for req in extras["dev"]}
+    assert {"ruff", "mypy"} <= requirement_names("dev")
     assert {"trio", "uvloop", "tensorboard", "progress", "ray", "dask", "otel", "prometheus", "all"} <= set(extras)
-    every_other = set(extras) - {"all", "test", "docs", "dev"}
+    every_other = set(extras) - {"all", "test", "test-engines", "docs", "dev"}
     (everything,) = extras["all"]
     assert set(everything.split("[", 1)[1].rstrip("]").split(",")) == every_other
+
+
+def test_the_test_extra_is_light_and_the_engines_have_an_extra_of_their_own() -> None:
+    """The README's test command installs no engine; ``test-engines`` adds them to ``test``,
+    and ``dev`` (the linters type-check the engine adapters) has them."""
+    assert not requirement_names("test") & ENGINES
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "hookrun[test,ray,dask]" in extras["test-engines"] and "psutil" in requirement_names("test-engines")
+    assert "hookrun[test-engines,docs]" in extras["dev"]
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert any(marker.startswith("engine:") for marker in markers)
+
+
+def test_every_test_that_imports_an_engine_is_marked_engine() -> None:
+    """Outside tests/ray and tests/dask (marked as a whole by their conftest), a test that
+    reaches Ray or Dask carries ``@pytest.mark.engine`` itself."""
+    needs = re.compile(r"\b(?:import |importorskip\(\"|\"--engine\", \")(?:ray|dask|distributed)\b")
+    checked = 0
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        if path.parent.name in ("ray", "dask"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not node.name.startswith("test_"):
+                continue
+            if needs.search(ast.get_source_segment(text, node) or ""):
+                checked += 1
+                marks = [ast.unparse(decorator) for decorator in node.decorator_list]
+                assert "pytest.mark.engine" in marks, f"{path.name}::{node.name} is not marked engine"
+    assert checked >= 2  # the remote benchmarks' quick runs, at least
 
 
 # -- claims ---------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.parser
+import re
 import shutil
 import subprocess
 import sys
@@ -58,6 +59,21 @@ def test_the_wheel_carries_the_licence_and_the_metadata(wheel: zipfile.ZipFile) 
     declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
     assert extras == declared
     assert "anyio<5,>=4.11" in (meta.get_all("Requires-Dist") or [])
+
+
+def test_the_index_page_is_a_description_of_its_own(wheel: zipfile.ZipFile) -> None:
+    """The package index shows the long description: no links relative to a clone, no
+    "from a clone" set-up, and the install command and extras a user of the index has."""
+    meta = metadata(wheel)
+    assert meta["Description-Content-Type"] == "text/markdown"
+    description = meta.get_payload()
+    assert isinstance(description, str) and description.lstrip().startswith("# hookrun")
+    assert not re.findall(r"\]\((?!https://)[^)]*\)", description), "relative links do not work on an index page"
+    assert "clone" not in description and ".venv/bin" not in description and "docs/" not in description
+    assert "pip install 'hookrun[trio]'" in description and "hookrun demo --backend trio" in description
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    named = set(re.findall(r"`([a-z]+)`", description.split("Extras:", 1)[1].split(".", 1)[0]))
+    assert named == set(extras) - {"test", "test-engines", "docs", "dev"}
 
 
 def test_the_wheel_installs_the_hookrun_command(wheel: zipfile.ZipFile) -> None:

@@ -8,6 +8,7 @@ asyncio and trio.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING
 
 from ._borrowed import borrowed
@@ -33,6 +34,8 @@ from ._hooks import (
     SessionRunValues,
     TimingRecord,
 )
+from ._iterate import StepIterator
+from ._public import publish
 from ._recovery import RetryPolicy
 from ._session import MonitoredSession, SingularMonitoredSession, StepContext
 from ._sessions import Session, SessionCreator, StepSession, fetch
@@ -94,14 +97,29 @@ _LAZY = {
 }
 
 
+#: Lazy names whose public home is ``hookrun.hooks`` (it publishes them, see ``_public.py``).
+_OF_HOOKS = frozenset(name for name, module in _LAZY.items() if module in (".hooks", "._timer"))
+
+
+def _publish_loaded() -> None:
+    """Publish the lazy names whose modules are imported by now (under ``hookrun``)."""
+    for name, module in _LAZY.items():
+        loaded = sys.modules.get(f"{__name__}{module}")
+        if loaded is not None and name not in _OF_HOOKS:
+            publish(__name__, vars(loaded), [name])
+
+
 def __getattr__(name: str) -> object:
     if name == "hooks":
         return importlib.import_module(".hooks", __name__)  # binds hookrun.hooks too
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hookrun' has no attribute {name!r}")
+    if name in _OF_HOOKS:
+        importlib.import_module(".hooks", __name__)  # publishes it as hookrun.hooks.<name>
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
+    _publish_loaded()
     return value
 
 
@@ -152,6 +170,7 @@ __all__ = [
     "StatisticsOptions",
     "StepContext",
     "StepCounter",
+    "StepIterator",
     "StepSession",
     "TimingRecord",
     "Trigger",
@@ -173,3 +192,5 @@ __all__ = [
     "sequential",
     "when",
 ]
+
+publish(__name__, globals(), __all__)

@@ -98,6 +98,10 @@ class CorruptCheckpointError(HookrunError, ValueError):
         self.path = os.fspath(path)
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[CorruptCheckpointError], tuple[str, str]]:
+        # Rebuilt from its arguments (not its message) when unpickled, e.g. sent back by a worker.
+        return type(self), (self.path, self.reason)
+
 
 class CheckpointAborted(Exception):
     """A write was abandoned before its rename (its caller was cancelled)."""

@@ -5,11 +5,14 @@ run, so it never runs alongside the rest of the suite.
 
 Every test here is marked ``engine``. Tests that kill a worker wait for the nanny to
 bring it back (``restore_workers``). At the end the cluster is closed and the fixture
-checks that none of its worker processes is left.
+checks that none of its worker processes is left. Start-up waits (the cluster's
+connections, the workers' arrival) are scaled to the machine's load; if Dask cannot
+start, the first test that needs it fails with Dask's reason and the others are skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +20,11 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("distributed")
+import dask
 import distributed
 import psutil
+
+from tests._engine_start import EngineDown, require, scaled, start_engine
 
 N_WORKERS = 2
 
@@ -44,26 +50,49 @@ def _worker_processes() -> list[psutil.Process]:
 
 
 @pytest.fixture(scope="package")
-def dask_cluster() -> Iterator[distributed.LocalCluster]:
-    cluster = distributed.LocalCluster(
-        n_workers=N_WORKERS,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        host="127.0.0.1",
-    )
+def _dask_started() -> Iterator[distributed.LocalCluster | EngineDown]:
+    bound = scaled(60.0)
+    made: list[distributed.LocalCluster] = []
+
+    def start() -> distributed.LocalCluster:
+        with dask.config.set({"distributed.comm.timeouts.connect": f"{bound:.0f}s"}):
+            cluster = distributed.LocalCluster(
+                n_workers=N_WORKERS,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                host="127.0.0.1",
+            )
+        made.append(cluster)
+        with distributed.Client(cluster.scheduler_address, set_as_default=False) as client:
+            client.wait_for_workers(N_WORKERS, timeout=bound)
+        return cluster
+
+    def retry() -> None:
+        while made:
+            with contextlib.suppress(Exception):  # a half-started cluster: close what there is
+                made.pop().close()
+
+    started = start_engine("Dask", start, within=bound, retry=retry)
+    if isinstance(started, EngineDown):
+        yield started
+        return
     try:
-        yield cluster
+        yield started
     finally:
-        cluster.close()
-    _, alive = psutil.wait_procs(_worker_processes(), timeout=30)
+        started.close()
+    _, alive = psutil.wait_procs(_worker_processes(), timeout=scaled(30.0))
     assert not alive, f"Dask worker processes left after closing the cluster: {alive}"
 
 
 @pytest.fixture(scope="package")
-def dask_client(dask_cluster: distributed.LocalCluster) -> Iterator[distributed.Client]:
-    """The user's own synchronous client (not the default client: hookrun must not need that)."""
-    client = distributed.Client(dask_cluster.scheduler_address, set_as_default=False)
+def _dask_client_started(
+    _dask_started: distributed.LocalCluster | EngineDown,
+) -> Iterator[distributed.Client | EngineDown]:
+    if isinstance(_dask_started, EngineDown):
+        yield _dask_started
+        return
+    client = distributed.Client(_dask_started.scheduler_address, set_as_default=False)
     try:
         yield client
     finally:
@@ -71,7 +100,19 @@ def dask_client(dask_cluster: distributed.LocalCluster) -> Iterator[distributed.
 
 
 @pytest.fixture
+def dask_cluster(_dask_started: distributed.LocalCluster | EngineDown) -> distributed.LocalCluster:
+    """The package's cluster (fails, or skips after the first failure, if Dask did not start)."""
+    return require(_dask_started)
+
+
+@pytest.fixture
+def dask_client(_dask_client_started: distributed.Client | EngineDown) -> distributed.Client:
+    """The user's own synchronous client (not the default client: hookrun must not need that)."""
+    return require(_dask_client_started)
+
+
+@pytest.fixture
 def restore_workers(dask_client: distributed.Client) -> Iterator[None]:
     """After a test that kills a worker: wait until the nanny has restarted it."""
     yield
-    dask_client.wait_for_workers(N_WORKERS, timeout=60)
+    dask_client.wait_for_workers(N_WORKERS, timeout=scaled(60.0))

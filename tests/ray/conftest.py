@@ -2,7 +2,9 @@
 
 Every test here is marked ``engine``. The cluster is package-scoped: started once,
 shut down when the last Ray test has run (so it never runs alongside the rest of
-the suite), and the fixture checks that no process of it is left behind.
+the suite), and the fixture checks that no process of it is left behind. Its
+start is bounded by a wait scaled to the machine's load; if Ray cannot start, the
+first test that needs it fails with Ray's reason and the others are skipped.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests._engine_start import EngineDown, require, scaled, start_engine
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # no token file in $HOME (and its warning)
 # Processes the tests start join the loopback-only cluster (the variable is read at Ray's import).
@@ -91,14 +95,28 @@ def wait_until_gone(path: str, within: float = 30.0) -> list[int]:
 
 
 @pytest.fixture(scope="package")
-def ray_cluster() -> Iterator[RayCluster]:
+def _ray_started() -> Iterator[RayCluster | EngineDown]:
     temp_dir = tempfile.mkdtemp(prefix="hkr-ray-", dir="/tmp")  # short: Ray puts sockets there
     from hookrun.ray import init_local
 
-    init_local(num_cpus=2, log_to_driver=False, configure_logging=False, _temp_dir=temp_dir)
+    def start() -> RayCluster:
+        init_local(num_cpus=2, log_to_driver=False, configure_logging=False, _temp_dir=temp_dir)
+        return RayCluster(ray.get_runtime_context().gcs_address, temp_dir)
+
+    started = start_engine("Ray", start, within=scaled(60.0), retry=ray.shutdown)
+    if isinstance(started, EngineDown):
+        wait_until_gone(temp_dir)
+        yield started
+        return
     try:
-        yield RayCluster(ray.get_runtime_context().gcs_address, temp_dir)
+        yield started
     finally:
         ray.shutdown()
-    left = wait_until_gone(temp_dir)
+    left = wait_until_gone(temp_dir, within=scaled(30.0))
     assert not left, f"Ray processes left after shutdown: {left}"
+
+
+@pytest.fixture
+def ray_cluster(_ray_started: RayCluster | EngineDown) -> RayCluster:
+    """The package's Ray cluster (fails, or skips after the first failure, if Ray did not start)."""
+    return require(_ray_started)

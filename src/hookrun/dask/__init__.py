@@ -16,6 +16,7 @@ they work on asyncio and trio alike.
 from __future__ import annotations
 
 from . import _require  # noqa: F401 - first: without the engine, names the extra
+from .._public import publish
 from ._actor import DaskActorSession, DaskActorSessionCreator
 from ._counter import DaskStepCounter
 from ._errors import RECOVERABLE_ERRORS, DaskActorLostError, is_recoverable
@@ -30,3 +31,5 @@ __all__ = [
     "DaskStepSession",
     "is_recoverable",
 ]
+
+publish(__name__, globals(), __all__)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import _publish_loaded
+from .._public import publish
 from .._timer import NeverTriggerTimer, SecondOrStepTimer
 from ._checkpoint_saver import CheckpointSaverHook, CheckpointSaverListener
 from ._early_stopping import (
@@ -61,6 +63,7 @@ def __getattr__(name: str) -> object:
 
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
+    publish(__name__, globals(), [name])
     return value
 
 __all__ = [
@@ -103,3 +106,6 @@ __all__ = [
     "stop_if_no_increase_hook",
     "when",
 ]
+
+publish(__name__, globals(), __all__)
+_publish_loaded()  # the checkpoint classes these hooks imported, under ``hookrun``

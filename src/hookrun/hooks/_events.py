@@ -26,7 +26,8 @@ def read_eval_metrics(eval_dir: str | os.PathLike[str]) -> dict[int, dict[str, f
     """Map global step → {tag: scalar value} for every scalar in ``eval_dir``'s event files.
 
     Steps come out in ascending order; a later event overrides an earlier one
-    for the same step and tag.
+    for the same step and tag. This reads files in the calling thread: in async
+    code call it through ``anyio.to_thread.run_sync(read_eval_metrics, eval_dir)``.
     """
     metrics: dict[int, dict[str, float]] = {}
     directory = Path(eval_dir)

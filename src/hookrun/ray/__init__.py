@@ -16,6 +16,7 @@ Install with ``pip install 'hookrun[ray]'``; ``import hookrun`` never imports Ra
 from __future__ import annotations
 
 from . import _require  # noqa: F401 - first: without the engine, names the extra
+from .._public import publish
 from ._actor import RayActorSession, RayActorSessionCreator
 from ._counter import RayStepCounter
 from ._errors import RECOVERABLE_ERRORS, is_recoverable
@@ -32,3 +33,5 @@ __all__ = [
     "init_local",
     "is_recoverable",
 ]
+
+publish(__name__, globals(), __all__)

@@ -17,6 +17,7 @@ with a clock you control.
 
 from __future__ import annotations
 
+from .._public import publish
 from ._clock import MockClock
 from ._faults import HANG, STOP, Fault, FaultyHook, cancel_after
 from ._harness import Drive, StepScript, drive
@@ -44,3 +45,5 @@ __all__ = [
     "cancel_after",
     "drive",
 ]
+
+publish(__name__, globals(), __all__)
