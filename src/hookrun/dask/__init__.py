@@ -15,8 +15,8 @@ they work on asyncio and trio alike.
 
 from __future__ import annotations
 
-from . import _require  # noqa: F401 - first: without the engine, names the extra
 from .._public import publish
+from . import _require  # noqa: F401 - before the engine modules: without the engine, names the extra
 from ._actor import DaskActorSession, DaskActorSessionCreator
 from ._counter import DaskStepCounter
 from ._errors import RECOVERABLE_ERRORS, DaskActorLostError, is_recoverable

@@ -15,8 +15,8 @@ Install with ``pip install 'hookrun[ray]'``; ``import hookrun`` never imports Ra
 
 from __future__ import annotations
 
-from . import _require  # noqa: F401 - first: without the engine, names the extra
 from .._public import publish
+from . import _require  # noqa: F401 - before the engine modules: without the engine, names the extra
 from ._actor import RayActorSession, RayActorSessionCreator
 from ._counter import RayStepCounter
 from ._errors import RECOVERABLE_ERRORS, is_recoverable
