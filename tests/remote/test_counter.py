@@ -45,7 +45,7 @@ class InMemoryCounter(RemoteStepCounter[SharedStep]):
         if self.lost or handle is not self.actor:
             raise hookrun.UnavailableError(f"{self._kind}: the actor was lost")
         try:
-            value: int = await getattr(handle, method)(*args)
+            value: int = await getattr(handle, method)(*args, *([] if token is None else [token]))
         except BaseException:
             if token is not None:
                 await handle.forget(token)

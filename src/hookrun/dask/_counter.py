@@ -78,7 +78,10 @@ class DaskStepCounter(RemoteStepCounter[_Handle]):
         actor, future = handle
         if future.status not in _ALIVE:
             raise UnavailableError(f"{self!r}: the worker holding the counter was lost")
-        on_cancel = None if token is None else (lambda: actor.forget(token))
+        on_cancel = None
+        if token is not None:  # a cancelled caller cannot stop the parked call: withdraw it
+            args = (*args, token)
+            on_cancel = lambda: actor.forget(token)  # noqa: E731
         try:
             value: int = await await_actor_call(
                 self.client, lambda: getattr(actor, method)(*args), on_cancel=on_cancel

@@ -83,7 +83,7 @@ class RemoteStepCounter(AsyncCloseable, Generic[HandleT]):
     async def wait_for(self, target: int) -> int:
         check_step_value(f"{self._kind}.wait_for(target)", target)
         token = next(self._tokens)
-        return await self._call("wait_until", target, token, remember=False, token=token)
+        return await self._call("wait_until", target, remember=False, token=token)
 
     async def aclose(self) -> None:
         """Let go of the actor (it keeps counting for the other workers)."""
@@ -130,7 +130,8 @@ class RemoteStepCounter(AsyncCloseable, Generic[HandleT]):
     def _invoke(
         self, handle: HandleT, method: str, args: tuple[int, ...], token: int | None
     ) -> Awaitable[int]:
-        """One call to the actor. ``token``: the ``wait_until`` to ``forget`` if it is cancelled.
+        """One call to the actor. ``token`` (``wait_until`` only): the waiter's token, for an
+        engine that must ``forget`` it when the call is cancelled.
 
         A lost actor raises ``UnavailableError``; anything else propagates as it is.
         """
