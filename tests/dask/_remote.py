@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from distributed import Event, Variable
 
+from .. import _engine_remote
+from .._engine_remote import Broken, failing, square
 
-def square(feed: Mapping[str, Any]) -> dict[str, Any]:
-    """A step: y = x * x, where it ran, and a token unique to this execution."""
-    return {"y": feed["x"] ** 2, "pid": os.getpid(), "token": uuid.uuid4().hex}
-
-
-def failing(feed: Mapping[str, Any]) -> dict[str, Any]:
-    raise ValueError(f"bad feed x={feed['x']}")
+__all__ = ["Broken", "Model", "blocking", "failing", "sleepy", "square"]
 
 
 def blocking(feed: Mapping[str, Any]) -> dict[str, Any]:
@@ -27,37 +22,14 @@ def blocking(feed: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-class Model:
-    """A session actor counting its calls; feed ``block=<name>`` blocks its first call."""
+class Model(_engine_remote.Model):
+    """The shared session actor; a feed ``block=<name>`` blocks its first call until ``<name>-go``."""
 
-    def __init__(self, offset: int = 0) -> None:
-        self.offset = offset
-        self.calls = 0
-
-    def run(
-        self, fetches: Sequence[str], feeds: Mapping[str, Any], tags: Mapping[str, Any] | None = None
-    ) -> list[Any]:
-        self.calls += 1
-        if "fail" in feeds:
-            raise ValueError(f"model cannot take {feeds['fail']!r}")
-        name = feeds.get("block")
-        if name is not None and not Event(f"{name}-started").is_set():
-            Variable(f"{name}-pid").set(os.getpid())
-            Event(f"{name}-started").set()
-            Event(f"{name}-go").wait(120)
-        values = {"y": feeds.get("x", 0) + self.offset, "calls": self.calls, "pid": os.getpid(), "tags": tags}
-        return [values[key] for key in fetches]
-
-    def predict(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
-        return [f"predict:{key}" for key in fetches]
-
-
-class Broken:
-    def __init__(self) -> None:
-        raise RuntimeError("cannot build the model")
-
-    def run(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
-        return []
+    def block(self, how: Any) -> None:
+        if not Event(f"{how}-started").is_set():
+            Variable(f"{how}-pid").set(os.getpid())
+            Event(f"{how}-started").set()
+            Event(f"{how}-go").wait(120)
 
 
 def sleepy(feed: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,11 @@ from typing import Any
 import anyio
 import ray
 
+from .. import _engine_remote
+from .._engine_remote import Broken, failing, square
+
+__all__ = ["AsyncModel", "Broken", "Latch", "Model", "Tally", "blocking", "crash_once", "failing", "square"]
+
 
 class _Latch:
     """Named one-shot events between the test and remote code; ``set`` carries a value."""
@@ -36,15 +41,6 @@ class _Latch:
 
 
 Latch: Any = ray.remote(num_cpus=0)(_Latch)
-
-
-def square(feed: Mapping[str, Any]) -> dict[str, Any]:
-    """A step: y = x * x, and where it ran."""
-    return {"y": feed["x"] ** 2, "pid": os.getpid()}
-
-
-def failing(feed: Mapping[str, Any]) -> dict[str, Any]:
-    raise ValueError(f"bad feed x={feed['x']}")
 
 
 def blocking(feed: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,36 +75,13 @@ def crash_once(feed: Mapping[str, Any]) -> dict[str, Any]:
     return {"y": 1}
 
 
-class Model:
-    """A session actor: counts its calls; a feed ``block`` (a Latch) blocks its first actor."""
+class Model(_engine_remote.Model):
+    """The shared session actor; a feed ``block`` (a Latch) blocks its first actor."""
 
-    def __init__(self, offset: int = 0) -> None:
-        self.offset = offset
-        self.calls = 0
-
-    def run(
-        self, fetches: Sequence[str], feeds: Mapping[str, Any], tags: Mapping[str, Any] | None = None
-    ) -> list[Any]:
-        self.calls += 1
-        if "fail" in feeds:
-            raise ValueError(f"model cannot take {feeds['fail']!r}")
-        latch = feeds.get("block")
-        if latch is not None and not ray.get(latch.is_set.remote("started")):
-            ray.get(latch.set.remote("started", os.getpid()))
+    def block(self, how: Any) -> None:
+        if not ray.get(how.is_set.remote("started")):
+            ray.get(how.set.remote("started", os.getpid()))
             time.sleep(120)
-        values = {"y": feeds.get("x", 0) + self.offset, "calls": self.calls, "pid": os.getpid(), "tags": tags}
-        return [values[key] for key in fetches]
-
-    def predict(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
-        return [f"predict:{key}" for key in fetches]
-
-
-class Broken:
-    def __init__(self) -> None:
-        raise RuntimeError("cannot build the model")
-
-    def run(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
-        return []
 
 
 class _AsyncModel:

@@ -16,35 +16,11 @@ import hookrun
 from hookrun.ray import RayActorSession, RayActorSessionCreator, RayStepSession
 from hookrun.remote import await_future
 
+from .._engine_contract import FAST_RETRY, Creations
 from . import _remote
 from .conftest import RayCluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ray_cluster")]
-
-FAST_RETRY = hookrun.RetryPolicy(initial_delay=0.01, max_attempts=3)
-
-
-class Creations(hookrun.SessionRunHook):
-    """Counts after_create_session calls."""
-
-    def __init__(self) -> None:
-        self.created = 0
-
-    def after_create_session(self, session: object, coord: object) -> None:
-        self.created += 1
-
-
-class FetchPid(hookrun.SessionRunHook):
-    """Fetches ``pid`` in every step."""
-
-    def __init__(self) -> None:
-        self.pids: list[int] = []
-
-    def before_run(self, ctx: hookrun.SessionRunContext) -> hookrun.SessionRunArgs:
-        return hookrun.SessionRunArgs("pid")
-
-    def after_run(self, ctx: hookrun.SessionRunContext, values: hookrun.SessionRunValues) -> None:
-        self.pids.append(values.results)
 
 
 async def remote_wait(ref: Any) -> Any:
@@ -52,39 +28,26 @@ async def remote_wait(ref: Any) -> Any:
         return await await_future(ref.future())
 
 
-async def test_step_session_results_and_hook_fetches() -> None:
-    """Each run is one Ray task; the caller's and a hook's fetches are answered by key."""
-    hook = FetchPid()
-
-    async def create() -> RayStepSession:
-        return RayStepSession(_remote.square)
-
-    with anyio.fail_after(60):
-        async with hookrun.MonitoredSession(create, [hook]) as sess:
-            results = [await sess.run("y", {"x": x}) for x in range(3)]
-    assert results == [0, 1, 4]
-    assert len(hook.pids) == 3 and all(pid != os.getpid() for pid in hook.pids)
-
-
 async def test_step_session_missing_key_lists_what_the_task_returned() -> None:
     """Fetching a key the task did not return is a KeyError naming the keys it did."""
-    with anyio.fail_after(60), pytest.raises(KeyError, match=r"no value for fetch 'z'.*'pid', 'y'"):
+    with anyio.fail_after(60), pytest.raises(KeyError, match=r"no value for fetch 'z'.*'pid', 'token', 'y'"):
         await RayStepSession(ray.remote(_remote.square)).run(["z"], {"x": 1})
 
 
-async def test_step_session_user_error_propagates_and_is_not_retried() -> None:
-    """A remote step's ValueError is raised as a ValueError, with the remote traceback."""
-    hook = Creations()
-
-    async def create() -> RayStepSession:
-        return RayStepSession(_remote.failing)
-
+async def test_user_errors_are_ray_task_errors_carrying_the_remote_traceback() -> None:
+    """A step's or an actor method's error is Ray's RayTaskError (also the user's type),
+    with the traceback of the remote call."""
     with anyio.fail_after(60), pytest.raises(ValueError, match="bad feed x=3") as caught:
-        async with hookrun.MonitoredSession(create, [hook]) as sess:
-            await sess.run("y", {"x": 3})
+        await RayStepSession(_remote.failing).run(["y"], {"x": 3})
     assert isinstance(caught.value, ray.exceptions.RayTaskError)
     assert "_remote.py" in str(caught.value) and "in failing" in str(caught.value)
-    assert hook.created == 1
+    session = await RayActorSessionCreator(_remote.Model).create_session()
+    try:
+        with anyio.fail_after(60), pytest.raises(ValueError, match="model cannot take 'nan'") as raised:
+            await session.run(["y"], {"fail": "nan"})
+    finally:
+        await session.aclose()
+    assert isinstance(raised.value, ray.exceptions.RayTaskError) and "in run" in str(raised.value)
 
 
 async def test_crashed_worker_recovers_by_recreating_the_session(tmp_path: Path) -> None:
@@ -127,25 +90,13 @@ async def test_outside_cancellation_cancels_the_remote_task(tmp_path: Path) -> N
         raise
 
 
-async def test_actor_session_results_state_and_tags() -> None:
-    """The actor keeps state across runs; tags of the run's options reach the method."""
-    async with RayActorSessionCreator(_remote.Model, 10) as creator:
-        with anyio.fail_after(60):
-            async with hookrun.MonitoredSession(creator) as sess:
-                assert await sess.run(["y", "calls"], {"x": 1}) == [11, 1]
-                tagged = hookrun.RunOptions(tags={"phase": "eval"})
-                assert await sess.run(["calls", "tags"], options=tagged) == [2, {"phase": "eval"}]
-                assert await sess.run({"n": "calls"}) == {"n": 3}
-        assert creator.created == 1
-
-
-async def test_actor_session_other_method_and_decorated_class() -> None:
-    """method= picks the actor method; a class already decorated with @ray.remote works."""
-    creator = RayActorSessionCreator(ray.remote(_remote.Model), method="predict")
+async def test_actor_session_of_a_decorated_class() -> None:
+    """A class already decorated with @ray.remote works (its own options kept)."""
+    creator = RayActorSessionCreator(ray.remote(num_cpus=0)(_remote.Model), 3)
     session = await creator.create_session()
     try:
         with anyio.fail_after(60):
-            assert await session.run(["a", "b"], {}) == ["predict:a", "predict:b"]
+            assert await session.run(["y"], {"x": 1}) == [4]
     finally:
         await session.aclose()
 
@@ -189,27 +140,6 @@ async def test_actor_killed_mid_run_is_recreated_once_and_the_run_completes() ->
     assert calls == 1 and new_pid != first_pid
 
 
-async def test_actor_user_error_propagates_and_is_not_retried() -> None:
-    """An exception in the actor method propagates as its own type; no re-creation."""
-    hook = Creations()
-    async with RayActorSessionCreator(_remote.Model) as creator:
-        with anyio.fail_after(60), pytest.raises(ValueError, match="model cannot take 'nan'") as caught:
-            async with hookrun.MonitoredSession(creator, [hook], retry=FAST_RETRY) as sess:
-                await sess.run("y", {"fail": "nan"})
-        assert creator.created == 1
-    assert hook.created == 1
-    assert "in run" in str(caught.value)
-
-
-async def test_constructor_error_surfaces_in_create_session() -> None:
-    """An actor whose constructor raises fails create_session, and is not retried."""
-    creator = RayActorSessionCreator(_remote.Broken)
-    with anyio.fail_after(60), pytest.raises(ray.exceptions.ActorDiedError, match="cannot build the model"):
-        async with hookrun.MonitoredSession(creator, retry=FAST_RETRY):
-            pass
-    assert creator.created == 0
-
-
 async def test_timeout_frees_the_caller_and_cancels_the_actor_call(tmp_path: Path) -> None:
     """RunOptions.timeout raises DeadlineExceededError and ray.cancel reaches the async actor."""
     latch = _remote.Latch.remote()
@@ -230,7 +160,7 @@ def test_creator_options_are_checked() -> None:
     with pytest.raises(ValueError, match=r"actor_options\['max_task_retries'\]=-1"):
         RayActorSessionCreator(_remote.Model, actor_options={"max_task_retries": -1})
     with pytest.raises(AttributeError, match="Model has no method 'train'"):
-        RayActorSessionCreator(ray.remote(_remote.Model), method="train")
+        RayActorSessionCreator(ray.remote(_remote.Model), method="train")  # a decorated class too
     with pytest.raises(TypeError, match="needs a class"):
         RayActorSessionCreator(_remote.Model())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="actor_options must be a mapping"):

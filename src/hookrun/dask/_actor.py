@@ -11,15 +11,13 @@ with the creator.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from types import TracebackType
-from typing import Any
+from collections.abc import Hashable, Sequence
+from typing import Any, ClassVar
 
 from distributed import Client, Future
 from distributed.client import ClosedClientError
 
-from .._errors import SessionClosedError
-from .._hooks import RunMetadata, RunOptions
+from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
 from ._client import ClientSource
 from ._errors import (
     DaskActorLostError,
@@ -32,51 +30,39 @@ from ._errors import (
 
 __all__ = ["DaskActorSession", "DaskActorSessionCreator"]
 
-_NO_OPTIONS = RunOptions()
 _ALIVE = ("finished", "pending")
 
 
-class DaskActorSession:
-    """A session backed by one Dask actor (made by ``DaskActorSessionCreator``).
+class DaskActorSession(RemoteActorSession):
+    """A session backed by one Dask actor (made by ``DaskActorSessionCreator``); closing
+    it releases the actor.
 
     ``actor`` is Dask's actor proxy, for calls outside a step.
     """
 
+    _kind: ClassVar[str] = "DaskActorSession"
+
     def __init__(
         self, client: Client, future: Future[Any], actor: Any, method: str, label: str, *, own_client: bool
     ) -> None:
-        self.actor = actor
+        super().__init__(actor, method, label)
         self._client = client
         self._own_client = own_client
         self._future = future
-        self._method = method
-        self._label = label
-        self._closed = False
 
-    def __repr__(self) -> str:
-        state = ", closed" if self._closed else ""
-        return f"DaskActorSession({self._label}.{self._method}{state})"
-
-    async def run(
-        self,
-        fetches: Sequence[Hashable],
-        feed_dict: Mapping[Any, Any],
-        options: RunOptions = _NO_OPTIONS,
-        run_metadata: RunMetadata | None = None,
+    async def _call(
+        self, fetches: list[Hashable], feed_dict: dict[Any, Any], tags: dict[str, Any] | None
     ) -> Sequence[Any]:
-        if self._closed:
-            raise SessionClosedError(f"{self!r}: run() after the session was closed")
         if self._client.status in ("closing", "closed"):
             closed = ClosedClientError(f"the Dask client of {self!r} is closed")
             if self._own_client:
                 raise unavailable(repr(self), closed) from closed
             raise closed
         self._check_alive(None)
-        args = (list(fetches), dict(feed_dict))
-        kwargs = {"tags": dict(options.tags)} if options.tags else {}
+        kwargs = {"tags": tags} if tags else {}
         try:
             values: Sequence[Any] = await await_actor_call(
-                self._client, lambda: getattr(self.actor, self._method)(*args, **kwargs)
+                self._client, lambda: getattr(self.actor, self._method)(fetches, feed_dict, **kwargs)
             )
         except (OSError, RuntimeError) as exc:
             if is_unreachable(exc):
@@ -91,14 +77,11 @@ class DaskActorSession:
             lost = DaskActorLostError(f"the worker holding {self._label} was lost (status {status})")
             raise unavailable(repr(self), lost) from (cause or lost)
 
-    async def aclose(self) -> None:
-        """Release the actor (closing twice does nothing)."""
-        if not self._closed:
-            self._closed = True
-            self._future.release()
+    def _end(self) -> None:
+        self._future.release()
 
 
-class DaskActorSessionCreator:
+class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
     """Creates a ``DaskActorSession`` per session: a new actor ``actor_cls(*args, **kwargs)``.
 
     ``client`` is a synchronous ``distributed.Client`` that stays yours; ``address``
@@ -106,6 +89,8 @@ class DaskActorSessionCreator:
     ``aclose()`` or on leaving ``async with``); with neither, the default client is
     used. An error in the actor's constructor is raised by ``create_session``.
     """
+
+    _kind: ClassVar[str] = "DaskActorSessionCreator"
 
     def __init__(
         self,
@@ -118,24 +103,16 @@ class DaskActorSessionCreator:
     ) -> None:
         if not isinstance(actor_cls, type):
             raise TypeError(f"DaskActorSessionCreator needs a class, got {type(actor_cls).__name__}")
-        if not isinstance(method, str) or not callable(getattr(actor_cls, method, None)):
-            raise AttributeError(
-                f"DaskActorSessionCreator: {actor_cls.__qualname__} has no method {method!r} "
-                "to run the session's steps (pass method=...)"
-            )
+        check_step_method("DaskActorSessionCreator", actor_cls, actor_cls.__qualname__, method)
+        super().__init__(actor_cls.__qualname__, method, args, kwargs)
         self._cls = actor_cls
-        self._label = actor_cls.__qualname__
-        self._method = method
-        self._args = args
-        self._kwargs = kwargs
         self._source = ClientSource(f"DaskActorSessionCreator({self._label})", client, address)
-        #: How many sessions (actors) this creator made.
-        self.created = 0
 
-    def __repr__(self) -> str:
-        return f"DaskActorSessionCreator({self._label}, method={self._method!r})"
+    async def aclose(self) -> None:
+        """Close the client this creator connected (never one that was passed in)."""
+        await self._source.aclose()
 
-    async def create_session(self) -> DaskActorSession:
+    async def _start(self) -> DaskActorSession:
         client = await self._source.get()
         own = self._source.owned
         what = f"creating {self._label}"
@@ -147,23 +124,7 @@ class DaskActorSessionCreator:
             raise
         with client.as_current():  # the actor proxy binds to the current client
             actor = await await_dask(future, what, own_client=own)
-        self.created += 1
         return DaskActorSession(client, future, actor, self._method, self._label, own_client=own)
-
-    async def aclose(self) -> None:
-        """Close the client this creator connected (never one that was passed in)."""
-        await self._source.aclose()
-
-    async def __aenter__(self) -> DaskActorSessionCreator:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _construct(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -19,8 +19,8 @@ from distributed import Client, Future
 from distributed.client import ClosedClientError, FutureCancelledError
 from distributed.comm.core import CommClosedError
 
-from .._errors import UnavailableError
 from ..remote import await_future
+from ..remote._lost import unavailable
 
 __all__ = [
     "RECOVERABLE_ERRORS",
@@ -57,12 +57,6 @@ def is_recoverable(exc: BaseException, *, own_client: bool = True) -> bool:
     if isinstance(exc, ClosedClientError):
         return own_client
     return isinstance(exc, (DaskActorLostError, CommClosedError))
-
-
-def unavailable(what: str, exc: BaseException) -> UnavailableError:
-    """The ``UnavailableError`` that reports ``exc`` (chain it with ``raise ... from exc``)."""
-    text = str(exc).strip().splitlines()
-    return UnavailableError(f"{what}: {type(exc).__name__}: {text[0] if text else '(no message)'}")
 
 
 async def await_dask(future: Future[Any], what: str, *, own_client: bool) -> Any:

@@ -13,64 +13,45 @@ restored from it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, cast
+from collections.abc import Awaitable, Hashable, Mapping, Sequence
+from typing import Any, ClassVar, cast
 
 import ray
 from ray.actor import ActorClass, ActorHandle
 
-from .._errors import SessionClosedError
-from .._hooks import RunMetadata, RunOptions
 from .._log import logger
+from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
 from ._errors import await_ref
 from ._runtime import RayLease
 
 __all__ = ["RayActorSession", "RayActorSessionCreator"]
 
-_NO_OPTIONS = RunOptions()
 #: Options that would let Ray restart a session actor or retry its calls behind hookrun's back.
 _NO_RESTARTS = {"max_restarts": 0, "max_task_retries": 0}
 
 
-class RayActorSession:
-    """A session backed by one Ray actor (made by ``RayActorSessionCreator``).
+class RayActorSession(RemoteActorSession):
+    """A session backed by one Ray actor (made by ``RayActorSessionCreator``); closing
+    it kills the actor.
 
     ``actor`` is the actor's handle, for calls outside a step.
     """
 
-    def __init__(self, actor: ActorHandle[Any], method: str, label: str) -> None:
-        self.actor = actor
-        self._method = method
-        self._label = label
-        self._closed = False
+    _kind: ClassVar[str] = "RayActorSession"
+    actor: ActorHandle[Any]
 
-    def __repr__(self) -> str:
-        state = ", closed" if self._closed else ""
-        return f"RayActorSession({self._label}.{self._method}{state})"
-
-    async def run(
-        self,
-        fetches: Sequence[Hashable],
-        feed_dict: Mapping[Any, Any],
-        options: RunOptions = _NO_OPTIONS,
-        run_metadata: RunMetadata | None = None,
-    ) -> Sequence[Any]:
-        if self._closed:
-            raise SessionClosedError(f"{self!r}: run() after the session was closed")
+    def _call(
+        self, fetches: list[Hashable], feed_dict: dict[Any, Any], tags: dict[str, Any] | None
+    ) -> Awaitable[Sequence[Any]]:
         call = getattr(self.actor, self._method)
-        if options.tags:
-            ref = call.remote(list(fetches), dict(feed_dict), tags=dict(options.tags))
+        if tags:
+            ref = call.remote(fetches, feed_dict, tags=tags)
         else:
-            ref = call.remote(list(fetches), dict(feed_dict))
-        values: Sequence[Any] = await await_ref(ref, repr(self))
-        return values
+            ref = call.remote(fetches, feed_dict)
+        return cast("Awaitable[Sequence[Any]]", await_ref(ref, repr(self)))
 
-    async def aclose(self) -> None:
-        """Kill the actor (closing twice does nothing)."""
-        if not self._closed:
-            self._closed = True
-            _kill(self.actor)
+    def _end(self) -> None:
+        _kill(self.actor)
 
 
 class _CheckpointableActorSession(RayActorSession):
@@ -84,7 +65,7 @@ class _CheckpointableActorSession(RayActorSession):
         await await_ref(self.actor.load_state_dict.remote(dict(state)), f"{self!r}.load_state_dict()")
 
 
-class RayActorSessionCreator:
+class RayActorSessionCreator(RemoteActorSessionCreator[RayActorSession]):
     """Creates a ``RayActorSession`` per session: a new actor of ``actor_cls`` each time.
 
     ``actor_cls`` is a class decorated with ``@ray.remote`` or a plain class (then
@@ -102,6 +83,8 @@ class RayActorSessionCreator:
     ``async with``) shuts it down; a Ray the program started is never shut down.
     """
 
+    _kind: ClassVar[str] = "RayActorSessionCreator"
+
     def __init__(
         self,
         actor_cls: type | ActorClass[Any],
@@ -116,19 +99,15 @@ class RayActorSessionCreator:
             if all(callable(getattr(plain, name, None)) for name in ("state_dict", "load_state_dict"))
             else RayActorSession
         )
-        self._label = _class_name(actor_cls)
-        self._method = method
+        super().__init__(_class_name(actor_cls), method, args, kwargs)
         self._options = _session_actor_options(actor_options)
-        self._args = args
-        self._kwargs = kwargs
         self._lease = RayLease()
-        #: How many sessions (actors) this creator made.
-        self.created = 0
 
-    def __repr__(self) -> str:
-        return f"RayActorSessionCreator({self._label}, method={self._method!r})"
+    async def aclose(self) -> None:
+        """Shut down the local Ray this creator started, if it started one."""
+        await self._lease.release()
 
-    async def create_session(self) -> RayActorSession:
+    async def _start(self) -> RayActorSession:
         await self._lease.acquire()
         actor = cast(
             "ActorHandle[Any]", self._cls.options(**self._options).remote(*self._args, **self._kwargs)
@@ -138,23 +117,7 @@ class RayActorSessionCreator:
         except BaseException:
             _kill(actor)
             raise
-        self.created += 1
         return self._session_type(actor, self._method, self._label)
-
-    async def aclose(self) -> None:
-        """Shut down the local Ray this creator started, if it started one."""
-        await self._lease.release()
-
-    async def __aenter__(self) -> RayActorSessionCreator:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _actor_class(actor_cls: object, method: str) -> tuple[ActorClass[Any], object]:
@@ -171,11 +134,7 @@ def _actor_class(actor_cls: object, method: str) -> tuple[ActorClass[Any], objec
             "RayActorSessionCreator needs a class (plain or decorated with @ray.remote), "
             f"got {type(actor_cls).__name__}"
         )
-    if not callable(getattr(plain, method, None)):
-        raise AttributeError(
-            f"RayActorSessionCreator: {_class_name(actor_cls)} has no method {method!r} "
-            "to run the session's steps (pass method=...)"
-        )
+    check_step_method("RayActorSessionCreator", plain, _class_name(actor_cls), method)
     return remote_cls, plain
 
 

@@ -22,8 +22,8 @@ from ray.exceptions import (
     WorkerCrashedError,
 )
 
-from .._errors import UnavailableError
 from ..remote import await_future
+from ..remote._lost import unavailable
 
 __all__ = ["RECOVERABLE_ERRORS", "await_ref", "is_recoverable"]
 
@@ -52,10 +52,5 @@ async def await_ref(ref: ray.ObjectRef[Any], what: str) -> Any:
         return await await_future(ref.future(), cancel=lambda: ray.cancel(ref))
     except Exception as exc:
         if is_recoverable(exc):
-            raise UnavailableError(f"{what}: {type(exc).__name__}: {_first_line(exc)}") from exc
+            raise unavailable(what, exc) from exc
         raise
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"

@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import anyio
 import anyio.lowlevel
 
-from ._log import logger
+from .._log import logger
 
 __all__ = ["FutureLike", "await_future"]
 

@@ -1,5 +1,5 @@
 """hookrun.remote.await_future: the engine-free bridge from concurrent.futures to anyio,
-and the promise that ``import hookrun`` never imports an engine."""
+and the promise that ``import hookrun`` (or any of hookrun.remote) never imports an engine."""
 
 from __future__ import annotations
 
@@ -155,9 +155,10 @@ def test_callback_after_the_loop_finished_is_ignored() -> None:
 
 
 def test_import_hookrun_imports_no_engine() -> None:
-    """``import hookrun`` (and hookrun.remote) leaves every optional engine unimported."""
+    """``import hookrun`` (and hookrun.remote, its engine-free core) leaves every engine unimported."""
     code = (
         "import sys, hookrun, hookrun.remote, hookrun.hooks\n"
+        "import hookrun.remote._actor_session, hookrun.remote._counter, hookrun.remote._shared_step\n"
         "engines = ('ray', 'distributed', 'dask', 'tornado', 'numpy', 'tensorboardX', 'tqdm')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in engines))\n"
     )
