@@ -181,7 +181,7 @@ async def test_async_with_lets_go_of_the_actor() -> None:
         ({"name": ""}, ValueError, r"InMemoryCounter: name must be a non-empty string, got ''"),
         ({"initial": 1.5}, TypeError, r"InMemoryCounter\(initial=\.\.\.\) must be an int, got 1.5"),
         ({"max_staleness": -1}, ValueError, r"InMemoryCounter: max_staleness must be a number"),
-        ({"max_staleness": math.inf}, ValueError, r"max_staleness must be a finite number of seconds"),
+        ({"max_staleness": math.inf}, ValueError, r"InMemoryCounter: max_staleness must be a number of seconds >= 0, got inf \(not a finite number\)"),
     ],
 )
 def test_arguments_are_checked_naming_the_counter(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:

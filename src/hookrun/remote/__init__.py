@@ -19,6 +19,9 @@ an engine: ``import hookrun.remote`` leaves Ray and Dask unimported.
 
 from __future__ import annotations
 
+from .._public import publish
 from ._future import FutureLike, await_future
 
 __all__ = ["FutureLike", "await_future"]
+
+publish(__name__, globals(), __all__)

@@ -18,7 +18,6 @@ cannot cancel a parked call can withdraw it (``forget``).
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from collections.abc import Awaitable
 from typing import ClassVar, Generic, TypeVar
@@ -52,8 +51,6 @@ class RemoteStepCounter(AsyncCloseable, Generic[HandleT]):
             raise ValueError(f"{kind}: name must be a non-empty string, got {name!r}")
         check_step_value(f"{kind}(initial=...)", initial)
         check_seconds(f"{kind}: max_staleness", max_staleness, allow_zero=True)
-        if not math.isfinite(max_staleness):
-            raise ValueError(f"{kind}: max_staleness must be a finite number of seconds, got {max_staleness!r}")
         self.name = name
         self.initial = initial
         self.max_staleness = float(max_staleness)
