@@ -248,8 +248,14 @@ def _label(arg: Arg) -> str:
     return f"{owner.split('.')[0]}:{arg.name}"
 
 
+def _case_id(i: int, arg: Arg, value: object) -> str:
+    """A stable id (the same in every process: no memory address), e.g. ``3-save_steps=1.5``."""
+    shown = getattr(value, "__qualname__", None) if callable(value) else None
+    return f"{i}-{arg.name}={shown or repr(value)}".replace("\x00", "NUL")
+
+
 CASES = [
-    pytest.param(arg, value, error, id=f"{i}-{arg.name}={value!r}".replace("\x00", "NUL"))
+    pytest.param(arg, value, error, id=_case_id(i, arg, value))
     for i, arg in enumerate(ARGS)
     for value, error in arg.cases()
 ]
