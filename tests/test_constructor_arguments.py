@@ -250,8 +250,10 @@ def _label(arg: Arg) -> str:
 
 def _case_id(i: int, arg: Arg, value: object) -> str:
     """A stable id (the same in every process: no memory address), e.g. ``3-save_steps=1.5``."""
-    shown = getattr(value, "__qualname__", None) if callable(value) else None
-    return f"{i}-{arg.name}={shown or repr(value)}".replace("\x00", "NUL")
+    shown = repr(value)
+    if " at 0x" in shown:  # a function or an object without a repr of its own
+        shown = getattr(value, "__qualname__", None) or f"<{type(value).__qualname__}>"
+    return f"{i}-{arg.name}={shown}".replace("\x00", "NUL")
 
 
 CASES = [
