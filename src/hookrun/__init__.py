@@ -11,9 +11,8 @@ import importlib
 import sys
 from typing import TYPE_CHECKING
 
-from ._borrowed import borrowed
-from ._compose import in_thread, sequential
 from ._coordinator import Coordinator
+from ._dispatch._compose import in_thread, sequential
 from ._errors import (
     AbortedError,
     DeadlineExceededError,
@@ -34,25 +33,26 @@ from ._hooks import (
     SessionRunValues,
     TimingRecord,
 )
-from ._iterate import StepIterator
+from ._observe._record import HookStatistics, Latency, SessionStatistics
+from ._observe._statistics import StatisticsOptions
 from ._public import publish
-from ._recovery import RetryPolicy
-from ._session import MonitoredSession, SingularMonitoredSession, StepContext
-from ._sessions import Session, SessionCreator, StepSession, fetch
-from ._statistics import StatisticsOptions
-from ._statistics_record import HookStatistics, Latency, SessionStatistics
+from ._session._borrowed import borrowed
+from ._session._iterate import StepIterator
+from ._session._monitored import MonitoredSession, SingularMonitoredSession, StepContext
+from ._session._raw import Session, SessionCreator, StepSession, fetch
+from ._session._retry import RetryPolicy
 from ._step import LocalStepCounter, StepCounter
 
 if TYPE_CHECKING:
     from . import hooks
-    from ._checkpoint import Checkpointer, RestoredCheckpoint, latest_checkpoint
-    from ._checkpoint_file import CorruptCheckpointError
-    from ._checkpoint_index import CheckpointCorruptionWarning, CheckpointInfo
-    from ._checkpointable import Checkpointable
-    from ._codec import Codec, MsgpackCodec, PickleCodec, UnsafeCodecWarning
-    from ._creators import ChiefSessionCreator, WorkerSessionCreator
+    from ._checkpoint._checkpointable import Checkpointable
+    from ._checkpoint._checkpointer import Checkpointer, RestoredCheckpoint, latest_checkpoint
+    from ._checkpoint._codec import Codec, MsgpackCodec, PickleCodec, UnsafeCodecWarning
+    from ._checkpoint._file import CorruptCheckpointError
+    from ._checkpoint._index import CheckpointCorruptionWarning, CheckpointInfo
     from ._timer import NeverTriggerTimer, SecondOrStepTimer
-    from ._training import MonitoredTrainingSession
+    from ._training._creators import ChiefSessionCreator, WorkerSessionCreator
+    from ._training._monitored_training import MonitoredTrainingSession
     from .hooks import (
         Trigger,
         at_step,
@@ -69,20 +69,20 @@ if TYPE_CHECKING:
 # checkpoints are re-exported here but imported on first use, so that `import hookrun`
 # stays light: `hookrun.hooks.X` works right after `import hookrun`.
 _LAZY = {
-    "CheckpointCorruptionWarning": "._checkpoint_index",
-    "CheckpointInfo": "._checkpoint_index",
-    "Checkpointable": "._checkpointable",
-    "Checkpointer": "._checkpoint",
-    "ChiefSessionCreator": "._creators",
-    "Codec": "._codec",
-    "CorruptCheckpointError": "._checkpoint_file",
-    "MonitoredTrainingSession": "._training",
-    "MsgpackCodec": "._codec",
-    "PickleCodec": "._codec",
-    "RestoredCheckpoint": "._checkpoint",
-    "UnsafeCodecWarning": "._codec",
-    "WorkerSessionCreator": "._creators",
-    "latest_checkpoint": "._checkpoint",
+    "CheckpointCorruptionWarning": "._checkpoint._index",
+    "CheckpointInfo": "._checkpoint._index",
+    "Checkpointable": "._checkpoint._checkpointable",
+    "Checkpointer": "._checkpoint._checkpointer",
+    "ChiefSessionCreator": "._training._creators",
+    "Codec": "._checkpoint._codec",
+    "CorruptCheckpointError": "._checkpoint._file",
+    "MonitoredTrainingSession": "._training._monitored_training",
+    "MsgpackCodec": "._checkpoint._codec",
+    "PickleCodec": "._checkpoint._codec",
+    "RestoredCheckpoint": "._checkpoint._checkpointer",
+    "UnsafeCodecWarning": "._checkpoint._codec",
+    "WorkerSessionCreator": "._training._creators",
+    "latest_checkpoint": "._checkpoint._checkpointer",
     "NeverTriggerTimer": "._timer",
     "SecondOrStepTimer": "._timer",
     "Trigger": ".hooks",

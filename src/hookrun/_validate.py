@@ -46,7 +46,9 @@ def hook_list(hooks: Iterable[object] | None) -> tuple[object, ...]:
         raise TypeError(f"hooks must be a list of hooks, got {type(hooks).__name__}; wrap a single hook in a list")
     frozen = tuple(hooks)
     if frozen:
-        from ._overrides import check_overrides  # on first use: keeps `import hookrun` light
+        from ._dispatch._overrides import (
+            check_overrides,  # on first use: keeps `import hookrun` light
+        )
     for index, hook in enumerate(frozen):
         check_overrides(hook, index)
     return frozen
@@ -167,7 +169,7 @@ def exception_types(types_: Iterable[type[BaseException]]) -> tuple[type[BaseExc
 
 def check_session(raw: object) -> None:
     """A created session has ``async def run`` and, if it has ``aclose``, an async one."""
-    from ._plan import is_async_callable  # here: _hooks imports this module
+    from ._dispatch._plan import is_async_callable  # here: _hooks imports this module
 
     run = getattr(raw, "run", None)
     if run is None or not is_async_callable(run):
@@ -176,7 +178,7 @@ def check_session(raw: object) -> None:
             "session: it needs 'async def run(fetches, feed_dict, options, run_metadata)'"
         )
     _check_run_signature(raw, run)
-    from ._closing import check_closable  # on first use: keeps `import hookrun` light
+    from ._session._closing import check_closable  # on first use: keeps `import hookrun` light
 
     check_closable(raw)
 
@@ -187,7 +189,7 @@ def _check_run_signature(raw: object, run: object) -> None:
         signature = inspect.signature(run)  # type: ignore[arg-type]
     except (TypeError, ValueError):  # no signature to read (a builtin): nothing to check
         return
-    from ._factories import plain_signature  # here: _hooks imports this module
+    from ._session._factories import plain_signature  # here: _hooks imports this module
 
     try:
         signature.bind(None, None, None, None)
@@ -202,7 +204,7 @@ def _check_run_signature(raw: object, run: object) -> None:
 
 
 def check_step_fn(step_fn: object) -> None:
-    from ._plan import is_async_callable  # here: _hooks imports this module
+    from ._dispatch._plan import is_async_callable  # here: _hooks imports this module
 
     if not callable(step_fn) or not is_async_callable(step_fn):
         raise TypeError(f"run_step_fn needs an async function, got {step_fn!r}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from .._errors import CLEAN_STOP_TYPES
 from .._hooks import SessionRunHook
-from .._sessions import fetch
+from .._session._raw import fetch
 from ._common import fields, logger
 
 __all__ = ["FinalOpsHook"]

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from .._dispatch._plan import hook_name
 from .._hooks import (
     RunMetadata,
     RunOptions,
@@ -27,7 +28,6 @@ from .._hooks import (
     SessionRunHook,
     TimingRecord,
 )
-from .._plan import hook_name
 from .._validate import check_text
 from ._common import import_optional
 

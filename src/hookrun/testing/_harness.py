@@ -22,8 +22,8 @@ import anyio.lowlevel
 
 from .._errors import SessionClosedError
 from .._hooks import RunMetadata, RunOptions
-from .._recovery import RetryPolicy
-from .._session import MonitoredSession, SingularMonitoredSession
+from .._session._monitored import MonitoredSession, SingularMonitoredSession
+from .._session._retry import RetryPolicy
 from .._step import StepCounter
 from .._timer import Clock
 from ._clock import MockClock
