@@ -8,7 +8,6 @@ asyncio and trio.
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import TYPE_CHECKING
 
 from ._coordinator import Coordinator
@@ -35,7 +34,10 @@ from ._hooks import (
 )
 from ._observe._record import HookStatistics, Latency, SessionStatistics
 from ._observe._statistics import StatisticsOptions
+from ._public import LAZY as _LAZY
+from ._public import OF_HOOKS as _OF_HOOKS
 from ._public import publish
+from ._public import publish_loaded as _publish_loaded
 from ._session._borrowed import borrowed
 from ._session._iterate import StepIterator
 from ._session._monitored import MonitoredSession, SingularMonitoredSession, StepContext
@@ -66,47 +68,9 @@ if TYPE_CHECKING:
     )
 
 # The built-in hooks (``hookrun.hooks``), function hooks, triggers, timers and
-# checkpoints are re-exported here but imported on first use, so that `import hookrun`
-# stays light: `hookrun.hooks.X` works right after `import hookrun`.
-_LAZY = {
-    "CheckpointCorruptionWarning": "._checkpoint._index",
-    "CheckpointInfo": "._checkpoint._index",
-    "Checkpointable": "._checkpoint._checkpointable",
-    "Checkpointer": "._checkpoint._checkpointer",
-    "ChiefSessionCreator": "._training._creators",
-    "Codec": "._checkpoint._codec",
-    "CorruptCheckpointError": "._checkpoint._file",
-    "MonitoredTrainingSession": "._training._monitored_training",
-    "MsgpackCodec": "._checkpoint._codec",
-    "PickleCodec": "._checkpoint._codec",
-    "RestoredCheckpoint": "._checkpoint._checkpointer",
-    "UnsafeCodecWarning": "._checkpoint._codec",
-    "WorkerSessionCreator": "._training._creators",
-    "latest_checkpoint": "._checkpoint._checkpointer",
-    "NeverTriggerTimer": "._timer",
-    "SecondOrStepTimer": "._timer",
-    "Trigger": ".hooks",
-    "at_step": ".hooks",
-    "every": ".hooks",
-    "on_after_create_session": ".hooks",
-    "on_after_run": ".hooks",
-    "on_before_run": ".hooks",
-    "on_begin": ".hooks",
-    "on_end": ".hooks",
-    "when": ".hooks",
-}
-
-
-#: Lazy names whose public home is ``hookrun.hooks`` (it publishes them, see ``_public.py``).
-_OF_HOOKS = frozenset(name for name, module in _LAZY.items() if module in (".hooks", "._timer"))
-
-
-def _publish_loaded() -> None:
-    """Publish the lazy names whose modules are imported by now (under ``hookrun``)."""
-    for name, module in _LAZY.items():
-        loaded = sys.modules.get(f"{__name__}{module}")
-        if loaded is not None and name not in _OF_HOOKS:
-            publish(__name__, vars(loaded), [name])
+# checkpoints are re-exported here but imported on first use (the table is
+# ``_public.LAZY``), so that `import hookrun` stays light: `hookrun.hooks.X` works
+# right after `import hookrun`.
 
 
 def __getattr__(name: str) -> object:

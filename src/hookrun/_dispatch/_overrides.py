@@ -6,7 +6,7 @@ A TensorFlow-style override ``def begin(self): super().begin()`` of a base whose
 base's work (opening a writer, priming a timer) silently never happens, and all
 Python says is a ``RuntimeWarning`` at garbage collection. This module turns
 that into a ``TypeError`` at construction naming the hook, the method and the
-base. Plain overrides of plain methods (including ``SessionRunHook``'s no-ops)
+base (``hook_list`` freezes a session's hooks and checks each). Plain overrides of plain methods (including ``SessionRunHook``'s no-ops)
 and ``async def`` overrides of anything are fine. Pure, no I/O.
 """
 
@@ -15,11 +15,25 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+from collections.abc import Iterable
 
 from .._hooks import HOOK_METHODS
 from ._compose import _SequentialHook, _ThreadedHook
 
-__all__ = ["check_overrides"]
+__all__ = ["check_overrides", "hook_list"]
+
+
+def hook_list(hooks: Iterable[object] | None) -> tuple[object, ...]:
+    """The hooks as a tuple (``None``: no hooks, as in TensorFlow), each checked for plain
+    overrides of async base methods."""
+    if hooks is None:
+        return ()
+    if hasattr(hooks, "before_run") or hasattr(hooks, "after_run") or not isinstance(hooks, Iterable):
+        raise TypeError(f"hooks must be a list of hooks, got {type(hooks).__name__}; wrap a single hook in a list")
+    frozen = tuple(hooks)
+    for index, hook in enumerate(frozen):
+        check_overrides(hook, index)
+    return frozen
 
 
 def check_overrides(hook: object, index: int) -> None:

@@ -29,7 +29,7 @@ import anyio
 from .._coordinator import Coordinator, open_hosted
 from .._errors import SessionClosedError
 from .._log import log_warning
-from .._validate import check_session
+from ._checks import check_session
 from ._lifecycle import _aclose_logged
 from ._state import State, move
 
