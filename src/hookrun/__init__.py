@@ -23,7 +23,8 @@ from ._errors import (
     SessionClosedError,
     UnavailableError,
 )
-from ._hooks import (
+from ._global_step import LocalStepCounter, StepCounter
+from ._hook_protocol import (
     RunMetadata,
     RunOptions,
     SessionRunArgs,
@@ -43,7 +44,6 @@ from ._session._iterate import StepIterator
 from ._session._monitored import MonitoredSession, SingularMonitoredSession, StepContext
 from ._session._raw import Session, SessionCreator, StepSession, fetch
 from ._session._retry import RetryPolicy
-from ._step import LocalStepCounter, StepCounter
 
 if TYPE_CHECKING:
     from . import hooks

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
 from ._errors import CLEAN_STOP_TYPES
+from ._global_step import LocalStepCounter, StepCounter
 from ._log import logger
-from ._step import LocalStepCounter, StepCounter
 from ._validate import check_number
 
 if TYPE_CHECKING:

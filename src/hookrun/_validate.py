@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable
 from typing import NoReturn
 
-from ._step import LocalStepCounter, StepCounter
+from ._global_step import LocalStepCounter, StepCounter
 
 __all__ = [
     "check_callable",

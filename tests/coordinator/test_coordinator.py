@@ -12,7 +12,7 @@ from trio.testing import MockClock
 
 from hookrun._coordinator import Coordinator
 from hookrun._errors import AbortedError, OutOfRangeError
-from hookrun._step import LocalStepCounter
+from hookrun._global_step import LocalStepCounter
 
 pytestmark = pytest.mark.anyio
 

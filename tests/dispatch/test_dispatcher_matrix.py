@@ -19,7 +19,7 @@ import pytest
 
 from hookrun import HookTimeoutError
 from hookrun._dispatch._dispatcher import Dispatcher
-from hookrun._hooks import HOOK_METHODS
+from hookrun._hook_protocol import HOOK_METHODS
 
 pytestmark = pytest.mark.anyio
 

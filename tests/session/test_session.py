@@ -21,7 +21,7 @@ from hookrun import (
     SessionRunValues,
     SingularMonitoredSession,
 )
-from hookrun._step import LocalStepCounter
+from hookrun._global_step import LocalStepCounter
 from hookrun.testing import RecordingHook, ScriptedCreator, ScriptedSession
 
 pytestmark = pytest.mark.anyio

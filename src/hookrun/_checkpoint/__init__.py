@@ -7,7 +7,7 @@ what a set of checkpoints holds and which to keep (``_index.py``), the threads t
 write files (``_writer.py``), how state becomes bytes (``_codec.py``) and what goes
 into a monitored session's checkpoint (``_checkpointable.py``).
 
-Imports only the shared modules: ``_errors``, ``_log``, ``_step`` and ``_validate``.
+Imports only the shared modules: ``_errors``, ``_log``, ``_global_step`` and ``_validate``.
 It knows neither hooks nor sessions: the checkpoint saver hook (``hookrun.hooks``) and
 the restoring session creators (``_training``) build on it.
 """

@@ -21,8 +21,8 @@ import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from .._global_step import StepCounter
 from .._log import logger
-from .._step import StepCounter
 from ._file import MAX_STEP, CorruptCheckpointError
 
 __all__ = [

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .._coordinator import Coordinator
-from .._hooks import SessionRunHook
+from .._hook_protocol import SessionRunHook
 from ..hooks import (
     CheckpointSaverHook,
     LoggingTensorHook,

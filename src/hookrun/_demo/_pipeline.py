@@ -27,7 +27,7 @@ import anyio.lowlevel
 
 from .._checkpoint._index import CheckpointInfo
 from .._errors import UnavailableError
-from .._hooks import RunMetadata, RunOptions
+from .._hook_protocol import RunMetadata, RunOptions
 from .._observe._record import SessionStatistics, _duration
 from .._session._monitored import MonitoredSession
 from .._session._retry import RetryPolicy

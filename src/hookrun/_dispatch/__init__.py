@@ -9,5 +9,5 @@ what the parties of a step ask for (``_merge.py``), nested fetch structures
 and the check that a subclass keeps its async hook methods async (``_overrides.py``).
 
 Imports only the shared modules beneath it: ``_errors``, ``_log``, ``_validate`` and
-the hook protocol ``_hooks``. Nothing here knows a monitored session.
+the hook protocol ``_hook_protocol``. Nothing here knows a monitored session.
 """

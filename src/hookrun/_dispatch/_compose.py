@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from .._hooks import HOOK_METHODS, SessionRunArgs, SessionRunContext, SessionRunValues
+from .._hook_protocol import HOOK_METHODS, SessionRunArgs, SessionRunContext, SessionRunValues
 from ._merge import check_options, merge_feeds, merge_options
 from ._plan import Call, hook_name, plan_hooks
 

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._errors import HookTimeoutError
-from .._hooks import TimingRecord
+from .._hook_protocol import TimingRecord
 from ._plan import Call, PhasePlan, plan_hooks
 from ._start import PENDING, Args, Failed, Suspended, check_plain_result, drive, start_calls
 from ._wake import scope_factory

@@ -13,7 +13,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import FeedConflictError
-from .._hooks import RunOptions, SessionRunArgs, check_feed_dict
+from .._hook_protocol import RunOptions, SessionRunArgs, check_feed_dict
 from . import _nest
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ import inspect
 import itertools
 from collections.abc import Iterable
 
-from .._hooks import HOOK_METHODS
+from .._hook_protocol import HOOK_METHODS
 from ._compose import _SequentialHook, _ThreadedHook
 
 __all__ = ["check_overrides", "hook_list"]

@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._hooks import HOOK_METHODS, SessionRunHook
+from .._hook_protocol import HOOK_METHODS, SessionRunHook
 
 __all__ = ["Call", "PhasePlan", "hook_name", "is_async_callable", "plan_hooks"]
 

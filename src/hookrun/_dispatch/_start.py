@@ -52,7 +52,7 @@ from collections.abc import Callable, Coroutine, Generator, Sequence
 from contextvars import Context, copy_context
 from typing import Any, NamedTuple
 
-from .._hooks import SessionRunArgs
+from .._hook_protocol import SessionRunArgs
 from .._validate import refuse_awaitable
 from ._plan import Call, PhasePlan
 

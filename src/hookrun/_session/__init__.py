@@ -10,7 +10,7 @@ one step (``_stepping.py``) and the notes that name its culprit (``_diagnose.py`
 (``_raw.py``), what a creator may be (``_factories.py``), closing a raw session
 (``_closing.py``) and lending one (``_borrowed.py``).
 
-Imports the shared modules (``_errors``, ``_log``, ``_step``, ``_validate``, ``_hooks``),
+Imports the shared modules (``_errors``, ``_log``, ``_global_step``, ``_validate``, ``_hook_protocol``),
 ``_coordinator``, ``_dispatch`` and ``_observe``; never ``_checkpoint`` or the built-in
 hooks.
 """

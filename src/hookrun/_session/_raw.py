@@ -16,7 +16,7 @@ import anyio
 
 from .._dispatch import _nest
 from .._errors import SessionClosedError
-from .._hooks import RunMetadata, RunOptions
+from .._hook_protocol import RunMetadata, RunOptions
 from .._validate import check_callable, refuse_awaitable
 
 __all__ = ["Session", "SessionCreator", "StepSession", "fetch"]

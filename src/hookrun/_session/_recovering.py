@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
     from .._dispatch._dispatcher import Dispatcher
     from .._dispatch._plan import PhasePlan
+    from .._global_step import StepCounter
     from .._observe._statistics import Collector
-    from .._step import StepCounter
     from ._retry import RetryBudget, RetryPolicy
 
 __all__ = ["Recovering"]

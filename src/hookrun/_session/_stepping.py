@@ -33,15 +33,21 @@ from .._dispatch import _nest
 from .._dispatch._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
 from .._dispatch._start import Suspended, call_after, call_before, drive, start_one
 from .._errors import DeadlineExceededError
-from .._hooks import RunMetadata, RunOptions, SessionRunContext, SessionRunValues, TimingRecord
-from .._step import step_at_start
+from .._global_step import step_at_start
+from .._hook_protocol import (
+    RunMetadata,
+    RunOptions,
+    SessionRunContext,
+    SessionRunValues,
+    TimingRecord,
+)
 from ._raw import check_values
 
 if TYPE_CHECKING:
     from .._dispatch._dispatcher import Dispatcher
     from .._dispatch._plan import Call, PhasePlan
+    from .._global_step import LocalStepCounter, StepCounter
     from .._observe._statistics import Collector
-    from .._step import LocalStepCounter, StepCounter
 
 __all__ = ["Stepping", "step_context_hooks"]
 

@@ -30,9 +30,9 @@ from .._checkpoint._checkpointer import (
     read_checkpoint,
 )
 from .._checkpoint._codec import Codec, MsgpackCodec
+from .._global_step import StepCounter
 from .._log import fields, logger
 from .._session._factories import call_factory, check_factory, name_of
-from .._step import StepCounter
 from .._validate import check_callable, check_number, check_path, check_step_counter
 
 __all__ = ["ChiefSessionCreator", "WorkerSessionCreator"]

@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, Literal
 
 from .._checkpoint._checkpointer import Checkpointer
+from .._global_step import StepCounter
 from .._observe._statistics import StatisticsOptions
 from .._session._monitored import MonitoredSession
 from .._session._retry import RetryPolicy
-from .._step import StepCounter
 from .._validate import check_flag, check_int, check_number, check_path
 from ._creators import ChiefSessionCreator, WorkerSessionCreator
 

@@ -19,7 +19,7 @@ from distributed import Client, Future
 from distributed.client import ClosedClientError
 
 from .._errors import SessionClosedError
-from .._hooks import RunMetadata, RunOptions
+from .._hook_protocol import RunMetadata, RunOptions
 from ._client import ClientSource
 from ._errors import (
     DaskActorLostError,

@@ -21,7 +21,7 @@ import anyio
 from distributed import Client, Future, Lock
 
 from .._errors import UnavailableError
-from .._step import check_step_value
+from .._global_step import check_step_value
 from ._client import ClientSource
 from ._errors import DaskActorLostError, await_actor_call, is_unreachable, unavailable
 

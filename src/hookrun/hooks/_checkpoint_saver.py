@@ -26,7 +26,7 @@ import anyio.lowlevel
 
 from .._checkpoint._checkpointable import checkpointables, collect_state
 from .._checkpoint._checkpointer import Checkpointer, EncodedState
-from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._session._serving import served_hooks
 from .._timer import Clock, SecondOrStepTimer
 from .._validate import check_file_name, check_path

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from .._dispatch._plan import hook_name
-from .._hooks import (
+from .._hook_protocol import (
     RunMetadata,
     RunOptions,
     SessionRunArgs,

@@ -21,7 +21,7 @@ import ray
 from ray.actor import ActorClass, ActorHandle
 
 from .._errors import SessionClosedError
-from .._hooks import RunMetadata, RunOptions
+from .._hook_protocol import RunMetadata, RunOptions
 from .._log import logger
 from ._errors import await_ref
 from ._runtime import RayLease

@@ -26,7 +26,7 @@ import ray
 from ray.actor import ActorHandle
 
 from .._errors import UnavailableError
-from .._step import check_step_value
+from .._global_step import check_step_value
 from .._validate import check_seconds
 from ._errors import await_ref
 from ._runtime import RayLease

@@ -16,7 +16,7 @@ import anyio
 
 from .._coordinator import Coordinator
 from .._errors import SessionClosedError
-from .._hooks import (
+from .._hook_protocol import (
     RunMetadata,
     RunOptions,
     SessionRunArgs,
