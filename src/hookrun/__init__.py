@@ -33,7 +33,7 @@ from ._hook_protocol import (
     SessionRunValues,
     TimingRecord,
 )
-from ._observe._record import HookStatistics, Latency, SessionStatistics
+from ._observe._report import HookStatistics, Latency, SessionStatistics
 from ._observe._statistics import StatisticsOptions
 from ._public import LAZY as _LAZY
 from ._public import OF_HOOKS as _OF_HOOKS

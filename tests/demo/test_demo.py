@@ -105,7 +105,7 @@ async def test_the_statistics_show_the_five_slowest_hooks_and_say_how_to_see_the
 def test_the_statistics_of_a_session_without_recovery_say_no_more() -> None:
     """No recovery: no figures to explain; few hooks: no line about rows not shown."""
     from hookrun._observe._histogram import Latency
-    from hookrun._observe._record import HookStatistics, SessionStatistics
+    from hookrun._observe._report import HookStatistics, SessionStatistics
 
     hook = HookStatistics(0, "Mine", "after_run", 2, 0, Latency(2, 0.002, 0.0015, 0.001, 0.0015, 0.0015))
     stats = SessionStatistics(2, 0, 1, 0, 0.0, 0.0, 2, Latency(), Latency(), (hook,))

@@ -28,7 +28,7 @@ import anyio.lowlevel
 from .._checkpoint._index import CheckpointInfo
 from .._errors import UnavailableError
 from .._hook_protocol import RunMetadata, RunOptions
-from .._observe._record import SessionStatistics, _duration
+from .._observe._report import SessionStatistics, _duration
 from .._session._monitored import MonitoredSession
 from .._session._retry import RetryPolicy
 from ._demo_hooks import build_hooks, open_checkpoint_saver, open_summary_writer

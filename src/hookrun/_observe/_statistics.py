@@ -30,7 +30,7 @@ from .._errors import HookTimeoutError
 from .._log import log_warning
 from .._validate import check_flag, check_int, check_number
 from ._histogram import Histogram
-from ._record import HookStatistics, SessionStatistics
+from ._report import HookStatistics, SessionStatistics
 
 __all__ = ["Collector", "StatisticsOptions"]
 

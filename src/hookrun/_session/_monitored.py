@@ -47,7 +47,7 @@ from .._dispatch._plan import hook_name
 from .._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import LocalStepCounter, StepCounter
 from .._hook_protocol import RunMetadata, RunOptions, check_feed_dict
-from .._observe._record import SessionStatistics
+from .._observe._report import SessionStatistics
 from .._observe._statistics import Collector, StatisticsOptions, statistics_options
 from .._validate import check_seconds, check_step_counter, exception_types, refuse_awaitable
 from ._checks import check_step_fn
