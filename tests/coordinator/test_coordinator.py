@@ -1,4 +1,4 @@
-"""Tests of ``hookrun._coordinator`` (SPEC §8; TF's coordinator_test.py, items 172-189)."""
+"""Tests of ``hookrun.Coordinator`` (SPEC §8; TF's coordinator_test.py, items 172-189)."""
 
 from __future__ import annotations
 

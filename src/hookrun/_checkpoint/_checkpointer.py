@@ -3,7 +3,7 @@
 
 Every save runs its encoding and its file I/O in worker threads, so the event
 loop keeps serving other tasks; the file I/O runs at a lower CPU priority
-(``write_nice``, in ``_checkpoint_writer``). Saves of one checkpointer run one
+(``write_nice``, in ``_writer.py``). Saves of one checkpointer run one
 at a time (a save due while another is writing waits for it). ``save`` writes
 arrays from their own memory; ``encode`` copies them (a snapshot ``write``
 may write later). A cancelled save removes
@@ -12,11 +12,11 @@ newest of them stays the latest. ``latest`` and ``restore`` verify checksums
 and skip a corrupt file with a :class:`CheckpointCorruptionWarning` naming it.
 
 A checkpointer owns one set: the regular files named ``<basename>-<step>`` in
-its directory (``_checkpoint_index``). It lists, restores and removes those
+its directory (``_index.py``). It lists, restores and removes those
 only, and never follows a symbolic link in their place.
 
 Invariants: a checkpoint becomes visible only complete (see
-``_checkpoint_file``); retention never removes the newest checkpoint; the
+``_file.py``); retention never removes the newest checkpoint; the
 save order (``seq``) only grows, so "latest" means "saved last".
 """
 
@@ -334,7 +334,7 @@ async def _run_abortable(fn: Callable[..., T], *args: Any, nice: int = 0) -> T:
 
     So a cancelled caller returns only once the thread has stopped (nothing keeps running).
     With ``nice`` (Linux), ``fn`` runs in one of the writer threads at that much lower a
-    CPU priority (``_checkpoint_writer``), the worker thread waiting for it.
+    CPU priority (``_writer.py``), the worker thread waiting for it.
     """
     abort, finished, lock = threading.Event(), threading.Event(), threading.Lock()
     started = False

@@ -24,7 +24,7 @@ Invariants of reading: every header field is checked against what
 size) before anything is allocated or checksummed, and a file failing any
 check is a ``CorruptCheckpointError`` naming it and the field. Reading and
 checksumming cost what the file holds on disk (holes of a sparse file are not
-read, see ``_checkpoint_sparse``), and ``read_file`` reads into lazily zeroed
+read, see ``_sparse.py``), and ``read_file`` reads into lazily zeroed
 memory, so a planted 8 GiB file of 4 KiB on disk costs neither time nor memory.
 """
 

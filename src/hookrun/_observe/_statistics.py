@@ -14,7 +14,7 @@ A sampled step runs the same phases through *timed plans*: the same calls, each
 wrapped (a plain function stays plain, an async one async, so the dispatcher takes
 the same path), recording ``(slot, seconds)`` in a private list read when the step
 ends, where the slow-hook warning is also decided. The frozen record and its table
-are in ``_statistics_record.py``.
+are in ``_report.py``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Entering and closing a monitored session: ``Lifecycle``, a mixin of the session
-(``_session.py``; the attributes it reads are declared below, set by the constructor).
+(``_monitored.py``; the attributes it reads are declared below, set by the constructor).
 
 Entering (``__aenter__``) opens the session's task group, runs every hook's ``begin``
 (once, ever), creates the first session (``_recovering.py``) and moves NEW → ENTERING →
@@ -93,7 +93,7 @@ class Lifecycle:
     _ending: anyio.CancelScope | None
 
     _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
-    _step_now: Callable[[], int | None]  # the session's (_session.py)
+    _step_now: Callable[[], int | None]  # the session's (_monitored.py)
 
     def __enter__(self) -> None:
         raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")

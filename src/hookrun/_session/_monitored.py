@@ -7,7 +7,7 @@ A monitored session is one class made of mixins, one concept per module:
 ====================  ================================================================
 module                owns
 ====================  ================================================================
-``_session.py``       the public classes, the constructor, starting a step, stopping
+``_monitored.py``     the public classes, the constructor, starting a step, stopping
 ``_lifecycle.py``     ``Lifecycle``: entering (``begin``, the first session) and
                       closing (``end``, the coordinator, the session, the task group)
 ``_recovering.py``    ``Recovering``: creating a session; replacing a failed one

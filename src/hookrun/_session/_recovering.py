@@ -1,6 +1,6 @@
 """Creating the session and recovering from a failed one: ``Recovering``, a mixin of the
-session (``_session.py``; the attributes it reads are declared below, set by the
-constructor). How often and how patiently to retry is ``RetryPolicy`` (``_recovery.py``).
+session (``_monitored.py``; the attributes it reads are declared below, set by the
+constructor). How often and how patiently to retry is ``RetryPolicy`` (``_retry.py``).
 
 ``_create`` makes a raw session and its coordinator and runs every hook's
 ``after_create_session``; a ``MonitoredSession`` retries its recoverable errors per the
@@ -68,7 +68,7 @@ class Recovering:
     _backoff: anyio.CancelScope | None
 
     _close_current: Callable[..., Coroutine[Any, Any, list[BaseException]]]  # Lifecycle's (_lifecycle.py)
-    _step_now: Callable[[], int | None]  # the session's (_session.py)
+    _step_now: Callable[[], int | None]  # the session's (_monitored.py)
 
     async def _create(self, budget: RetryBudget) -> None:
         """Create a session and its coordinator, retrying recoverable errors per ``budget``."""

@@ -6,7 +6,7 @@ returns the caller's results or raises.
 ``Stepping`` is the part of the monitored session that runs steps; it reads the hooks'
 plans, the dispatcher, the counter and the current raw session from it. A step whose
 phases may need cancelling (a phase with several async hooks) runs under one cancel
-scope, entered once for both phases (see ``_dispatch.py``).
+scope, entered once for both phases (see ``_dispatch/_dispatcher.py``).
 
 How a step starts a phase, by the phase's plan (an untraced step; a traced one always
 goes through the dispatcher, which records every call's span):
@@ -16,7 +16,7 @@ the phase                               started by
 ======================================  ==================================================
 plain functions only (``plan.plain``)   ``call_before`` / ``call_after``: in turn, here
 one async call (``plan.lone``)          ``start_one``, then ``drive`` if it suspended
-anything else                           ``Dispatcher.start`` (``_dispatch.py``)
+anything else                           ``Dispatcher.start`` (``_dispatcher.py``)
 ======================================  ==================================================
 """
 
