@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from ._coordinator import Coordinator
+from ._coordinator._tasks import Coordinator
 from ._dispatch._compose import in_thread, sequential
 from ._errors import (
     AbortedError,

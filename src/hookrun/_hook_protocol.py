@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._validate import check_flag, check_number
 
 if TYPE_CHECKING:
-    from ._coordinator import Coordinator
+    from ._coordinator._tasks import Coordinator
 
 __all__ = [
     "HOOK_METHODS",

@@ -10,7 +10,7 @@ import pytest
 from anyio.abc import TaskGroup
 from trio.testing import MockClock
 
-from hookrun._coordinator import Coordinator
+from hookrun._coordinator._tasks import Coordinator
 from hookrun._errors import AbortedError, OutOfRangeError
 from hookrun._global_step import LocalStepCounter
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._coordinator import Coordinator
+from .._coordinator._tasks import Coordinator
 from .._hook_protocol import SessionRunHook
 from ..hooks import (
     CheckpointSaverHook,

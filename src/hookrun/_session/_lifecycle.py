@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from .._coordinator import close_hosted
+from .._coordinator._tasks import close_hosted
 from .._dispatch._workers import WorkerPool
 from .._errors import CLEAN_STOP_TYPES, SessionClosedError
 from .._log import log_warning
@@ -58,7 +58,7 @@ from ._state import State, move
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from .._coordinator import Coordinator
+    from .._coordinator._tasks import Coordinator
     from .._dispatch._dispatcher import Dispatcher
     from .._dispatch._plan import PhasePlan
     from .._observe._statistics import Collector

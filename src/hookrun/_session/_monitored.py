@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import anyio
     from anyio.abc import TaskGroup
 
-from .._coordinator import Coordinator
+from .._coordinator._tasks import Coordinator
 from .._dispatch._dispatcher import Dispatcher
 from .._dispatch._merge import FetchLayout
 from .._dispatch._overrides import hook_list

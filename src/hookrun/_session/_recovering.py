@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from .._coordinator import Coordinator, open_hosted
+from .._coordinator._tasks import Coordinator, open_hosted
 from .._errors import SessionClosedError
 from .._log import log_warning
 from ._checks import check_session

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from .._coordinator import Coordinator
+from .._coordinator._tasks import Coordinator
 from .._errors import SessionClosedError
 from .._hook_protocol import (
     RunMetadata,

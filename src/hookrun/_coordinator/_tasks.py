@@ -29,13 +29,13 @@ import anyio
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
-from ._errors import CLEAN_STOP_TYPES
-from ._global_step import LocalStepCounter, StepCounter
-from ._log import logger
-from ._validate import check_number
+from .._errors import CLEAN_STOP_TYPES
+from .._global_step import LocalStepCounter, StepCounter
+from .._log import logger
+from .._validate import check_number
 
 if TYPE_CHECKING:
-    from ._timer import Clock
+    from .._timer import Clock
 
 __all__ = ["Coordinator", "close_hosted", "open_hosted"]
 
