@@ -158,3 +158,9 @@ def test_tests_mirror_the_subsystems() -> None:
     """Each subpackage has a test folder of the same name (``_session`` -> ``tests/session``)."""
     packages = {p.parent.name.lstrip("_") for p in SRC.glob("*/__init__.py")}
     assert packages <= {p.name for p in (ROOT / "tests").iterdir() if (p / "__init__.py").is_file()}
+
+
+def test_no_module_is_over_450_lines() -> None:
+    """One concept per module: none grows past 450 lines (most stay under 400)."""
+    long = {str(path.relative_to(SRC)): n for _, path in modules() if (n := len(path.read_text(encoding="utf-8").splitlines())) > 450}
+    assert not long, long

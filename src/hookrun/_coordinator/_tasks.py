@@ -1,5 +1,7 @@
-"""``Coordinator``: one stop flag, one first-error slot and the background tasks
-that watch them (TensorFlow's ``tf.train.Coordinator`` and ``LooperThread``).
+"""``Coordinator``: the background tasks of TensorFlow's ``tf.train.Coordinator``,
+hosted in a task group of the coordinator's own, and the public API over its stop
+flag and first-error slot (a ``StopSignal``, ``_signal.py``; the looping task of
+``loop`` is ``_looper.py``).
 
 Invariants:
 
@@ -19,9 +21,7 @@ The coordinator is not thread-safe: use it from tasks of one event loop.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Iterable
-from types import TracebackType
 from typing import TYPE_CHECKING, TypeVarTuple
 
 import anyio
@@ -29,10 +29,11 @@ import anyio
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
-from .._errors import CLEAN_STOP_TYPES
 from .._global_step import LocalStepCounter, StepCounter
 from .._log import logger
 from .._validate import check_number
+from ._looper import run_loop
+from ._signal import StopSignal, clean_types
 
 if TYPE_CHECKING:
     from .._timer import Clock
@@ -68,18 +69,15 @@ class Coordinator:
         step_counter: StepCounter | None = None,
         stop_grace_period: float = 120.0,
     ) -> None:
-        self._clean_types = _clean_types(clean_stop_exception_types)
+        self._clean_types = clean_types(clean_stop_exception_types)
         if step_counter is not None and not isinstance(step_counter, StepCounter):
             raise TypeError(
                 f"Coordinator(step_counter=...) must implement StepCounter, got {step_counter!r}"
             )
         self._step_counter: StepCounter = step_counter or LocalStepCounter()
         self._grace = _check_seconds("Coordinator(stop_grace_period=...)", stop_grace_period)
-        self._stopped = False
+        self._signal = StopSignal()
         self._joined = False
-        self._exception: BaseException | None = None
-        self._traceback: TracebackType | None = None
-        self._changed: anyio.Event | None = None
         self._tasks: dict[anyio.CancelScope, str] = {}
         self._tg: TaskGroup | None = None
         self._host_exit: anyio.Event | None = None
@@ -88,8 +86,8 @@ class Coordinator:
     def __repr__(self) -> str:
         state = "open" if self._tg is not None else "closed"
         return (
-            f"<Coordinator {state} stop_requested={self._stopped} joined={self._joined} "
-            f"tasks={list(self._tasks.values())!r} exception={self._exception!r}>"
+            f"<Coordinator {state} stop_requested={self._signal.stopped} joined={self._joined} "
+            f"tasks={list(self._tasks.values())!r} exception={self._signal.exception!r}>"
         )
 
     @property
@@ -100,7 +98,7 @@ class Coordinator:
     @property
     def exception(self) -> BaseException | None:
         """The recorded exception (the first real one given since ``clear_stop``), or None."""
-        return self._exception
+        return self._signal.exception
 
     @property
     def step_counter(self) -> StepCounter:
@@ -119,11 +117,11 @@ class Coordinator:
         real = None if isinstance(ex, self._clean_types) else ex
         if real is not None and self._joined:
             raise real
-        self._stop(real)
+        self._signal.record(real)
 
     def should_stop(self) -> bool:
         """True iff stop was requested."""
-        return self._stopped
+        return self._signal.stopped
 
     # ASYNC109: `timeout` is TensorFlow's parameter.
     async def wait_for_stop(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
@@ -132,11 +130,11 @@ class Coordinator:
         Returns True iff stop was requested. Always a checkpoint.
         """
         if timeout is None:
-            await self._wait_until(self.should_stop)
+            await self._signal.wait_until(self.should_stop)
             return True
         with anyio.move_on_after(max(timeout, 0.0)):
-            await self._wait_until(self.should_stop)
-        return self._stopped
+            await self._signal.wait_until(self.should_stop)
+        return self._signal.stopped
 
     def stop_on_exception(self) -> _StopOnException:
         """A context manager (``with`` or ``async with``) that records an ``Exception``
@@ -144,19 +142,16 @@ class Coordinator:
 
         ``BaseException`` s (cancellation, ``KeyboardInterrupt``) propagate.
         """
-        return _StopOnException(self)
+        return _StopOnException(self.request_stop)
 
     def raise_requested_exception(self) -> None:
         """Raise the recorded exception, with its original traceback, if any."""
-        if self._exception is not None:
-            raise self._exception.with_traceback(self._traceback)
+        self._signal.raise_recorded()
 
     def clear_stop(self) -> None:
         """Forget the stop request, the recorded exception and ``joined``."""
-        self._stopped = False
+        self._signal.clear()
         self._joined = False
-        self._exception = None
-        self._traceback = None
 
     # -- background tasks -------------------------------------------------------
 
@@ -213,7 +208,7 @@ class Coordinator:
         if clock is not None and not callable(clock):
             raise TypeError(f"loop(clock=...) must be a callable returning seconds, got {clock!r}")
         task_name = name if name is not None else _name_of(fn)
-        self.start_soon(self._loop, interval or 0.0, fn, args, clock, name=task_name)
+        self.start_soon(run_loop, self, interval or 0.0, fn, args, clock, name=task_name)
 
     async def _run_task(
         self,
@@ -225,46 +220,13 @@ class Coordinator:
             with scope:
                 await fn(*args)
         except Exception as exc:  # recorded even after join: it must not crash the group
-            self._stop(None if isinstance(exc, self._clean_types) else exc)
+            self._signal.record(None if isinstance(exc, self._clean_types) else exc)
         finally:
             self._task_done(scope)
 
-    async def _loop(
-        self,
-        interval: float,
-        fn: Callable[..., object],
-        args: tuple[object, ...],
-        clock: Clock | None = None,
-    ) -> None:
-        next_call = anyio.current_time() if clock is None else clock()
-        while not self._stopped:
-            result = fn(*args)
-            if inspect.isawaitable(result):
-                await result
-            if interval:
-                next_call += interval
-                if clock is None:
-                    await self.wait_for_stop(next_call - anyio.current_time())
-                else:
-                    await self._wait_for_stop_or_clock(clock, next_call)
-            else:
-                await _checkpoint()
-
-    async def _wait_for_stop_or_clock(self, clock: Clock, deadline: float) -> None:
-        """Wait until stop is requested or ``clock()`` reaches ``deadline``."""
-        async with anyio.create_task_group() as tg:
-
-            async def wake_at_deadline() -> None:
-                await _sleep_until(clock, deadline)
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(wake_at_deadline)
-            await self.wait_for_stop()
-            tg.cancel_scope.cancel()
-
     def _task_done(self, scope: anyio.CancelScope) -> None:
         del self._tasks[scope]
-        self._notify()
+        self._signal.notify()
 
     # -- join and teardown ------------------------------------------------------
 
@@ -276,7 +238,7 @@ class Coordinator:
         stragglers, unless ``ignore_live_tasks`` (then they are only logged).
         """
         grace = _check_seconds("join(stop_grace_period=...)", stop_grace_period)
-        await self._wait_until(lambda: self._stopped or not self._tasks)
+        await self._signal.wait_until(lambda: self._signal.stopped or not self._tasks)
         with anyio.CancelScope(shield=True):
             stragglers = await self._reap(grace)
         self._joined = True
@@ -285,7 +247,7 @@ class Coordinator:
     async def _reap(self, grace: float) -> list[str]:
         """Give the tasks ``grace`` seconds, then cancel the stragglers; return their names."""
         with anyio.move_on_after(grace):
-            await self._wait_until(lambda: not self._tasks)
+            await self._signal.wait_until(lambda: not self._tasks)
         stragglers = list(self._tasks.values())
         if not stragglers:
             return stragglers
@@ -297,7 +259,7 @@ class Coordinator:
         for scope in list(self._tasks):
             scope.cancel()
         with anyio.move_on_after(UNWIND_PERIOD):
-            await self._wait_until(lambda: not self._tasks)
+            await self._signal.wait_until(lambda: not self._tasks)
         if self._tasks:
             logger().warning(
                 "Coordinator tasks ignored cancellation for %gs: %s",
@@ -344,7 +306,7 @@ class Coordinator:
             self._annotate(exc)
 
     def _annotate(self, exc: BaseException) -> None:
-        recorded = self._exception
+        recorded = self._signal.exception
         if recorded is None or recorded is exc:
             return
         logger().error("Coordinator had recorded an exception", exc_info=recorded)
@@ -409,43 +371,20 @@ class Coordinator:
         if self._tg is not None or self._host_done is not None:
             raise RuntimeError("Coordinator is already open")
 
-    def _stop(self, ex: BaseException | None) -> None:
-        if ex is not None and self._exception is None:
-            self._exception, self._traceback = ex, ex.__traceback__
-        elif ex is not None:
-            logger().debug("Coordinator ignores %r: it already recorded %r", ex, self._exception)
-        self._stopped = True
-        self._notify()
-
-    def _notify(self) -> None:
-        changed, self._changed = self._changed, None
-        if changed is not None:
-            changed.set()
-
-    async def _wait_until(self, condition: Callable[[], bool]) -> None:
-        """Wait, without polling, until ``condition()`` holds; always a checkpoint."""
-        if condition():
-            await _checkpoint()
-        while not condition():
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
-
-
 class _StopOnException:
     """The context manager returned by ``Coordinator.stop_on_exception()``."""
 
-    __slots__ = ("_coord",)
+    __slots__ = ("_request_stop",)
 
-    def __init__(self, coord: Coordinator) -> None:
-        self._coord = coord
+    def __init__(self, request_stop: Callable[[BaseException], None]) -> None:
+        self._request_stop = request_stop
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
         if isinstance(exc, Exception):
-            self._coord.request_stop(exc)
+            self._request_stop(exc)
             return True
         return False
 
@@ -456,21 +395,6 @@ class _StopOnException:
         return self.__exit__(exc_type, exc, tb)
 
 
-def _clean_types(
-    types: Iterable[type[BaseException]] | None,
-) -> tuple[type[BaseException], ...]:
-    if types is None:
-        return CLEAN_STOP_TYPES
-    result = tuple(types)
-    bad = [t for t in result if not (isinstance(t, type) and issubclass(t, BaseException))]
-    if bad:
-        raise TypeError(
-            "Coordinator(clean_stop_exception_types=...) must hold exception classes, "
-            f"got {bad[0]!r}"
-        )
-    return result
-
-
 def _check_seconds(what: str, value: float) -> float:
     check_number(what, value, unit="seconds")
     return float(value)
@@ -478,26 +402,6 @@ def _check_seconds(what: str, value: float) -> float:
 
 def _name_of(fn: object) -> str:
     return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
-
-
-async def _sleep_until(clock: Clock, deadline: float) -> None:
-    """Wait until ``clock()`` reads at least ``deadline``.
-
-    A clock with an async ``sleep_until`` is waited on; any other clock is
-    assumed to run at the event loop's pace and slept on for the time left.
-    """
-    sleep_until = getattr(clock, "sleep_until", None)
-    if sleep_until is not None:
-        await sleep_until(deadline)
-        return
-    while (left := deadline - clock()) > 0:  # noqa: ASYNC110 - nothing to wait on but time
-        await anyio.sleep(left)
-
-
-async def _checkpoint() -> None:
-    from anyio.lowlevel import checkpoint  # imported on first use: keeps `import hookrun` light
-
-    await checkpoint()
 
 
 # -- the monitored session's interface ----------------------------------------------------
