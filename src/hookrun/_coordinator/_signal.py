@@ -10,7 +10,8 @@ Invariants:
   the coordinator) calls ``notify``.
 
 No tasks and no I/O: the coordinator (``_tasks.py``) owns one signal and hosts the
-tasks that record into it.
+tasks that record into it. Beside it: which exception types only request stop
+(``clean_types``) and the checkpoint a wait that need not wait still makes.
 """
 
 from __future__ import annotations

@@ -371,6 +371,7 @@ class Coordinator:
         if self._tg is not None or self._host_done is not None:
             raise RuntimeError("Coordinator is already open")
 
+
 class _StopOnException:
     """The context manager returned by ``Coordinator.stop_on_exception()``."""
 
