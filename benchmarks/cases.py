@@ -29,7 +29,7 @@ from hookrun import (
     SessionRunValues,
     SingularMonitoredSession,
 )
-from hookrun._wake import scope_factory, waker_factory
+from hookrun._dispatch._wake import scope_factory, waker_factory
 
 from ._harness import Case, Timing, clock, timed
 from .reference import ReferenceSession, drive

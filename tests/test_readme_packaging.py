@@ -42,7 +42,7 @@ def metadata(wheel: zipfile.ZipFile) -> email.message.Message:
 def test_the_wheel_holds_the_package_and_its_typing_marker(wheel: zipfile.ZipFile) -> None:
     names = set(wheel.namelist())
     assert "hookrun/py.typed" in names
-    assert {"hookrun/__init__.py", "hookrun/__main__.py", "hookrun/_iterate.py", "hookrun/hooks/__init__.py"} <= names
+    assert {"hookrun/__init__.py", "hookrun/__main__.py", "hookrun/_session/_iterate.py", "hookrun/hooks/__init__.py"} <= names
     assert not [n for n in names if n.startswith(("tests/", "examples/", "benchmarks/"))]
 
 

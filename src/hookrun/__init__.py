@@ -8,12 +8,10 @@ asyncio and trio.
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import TYPE_CHECKING
 
-from ._borrowed import borrowed
-from ._compose import in_thread, sequential
-from ._coordinator import Coordinator
+from ._coordinator._tasks import Coordinator
+from ._dispatch._compose import in_thread, sequential
 from ._errors import (
     AbortedError,
     DeadlineExceededError,
@@ -25,7 +23,8 @@ from ._errors import (
     SessionClosedError,
     UnavailableError,
 )
-from ._hooks import (
+from ._global_step import LocalStepCounter, StepCounter
+from ._hook_protocol import (
     RunMetadata,
     RunOptions,
     SessionRunArgs,
@@ -34,25 +33,28 @@ from ._hooks import (
     SessionRunValues,
     TimingRecord,
 )
-from ._iterate import StepIterator
+from ._observe._report import HookStatistics, Latency, SessionStatistics
+from ._observe._statistics import StatisticsOptions
+from ._public import LAZY as _LAZY
+from ._public import OF_HOOKS as _OF_HOOKS
 from ._public import publish
-from ._recovery import RetryPolicy
-from ._session import MonitoredSession, SingularMonitoredSession, StepContext
-from ._sessions import Session, SessionCreator, StepSession, fetch
-from ._statistics import StatisticsOptions
-from ._statistics_record import HookStatistics, Latency, SessionStatistics
-from ._step import LocalStepCounter, StepCounter
+from ._public import publish_loaded as _publish_loaded
+from ._session._borrowed import borrowed
+from ._session._iterate import StepIterator
+from ._session._monitored import MonitoredSession, SingularMonitoredSession, StepContext
+from ._session._raw import Session, SessionCreator, StepSession, fetch
+from ._session._retry import RetryPolicy
 
 if TYPE_CHECKING:
     from . import hooks
-    from ._checkpoint import Checkpointer, RestoredCheckpoint, latest_checkpoint
-    from ._checkpoint_file import CorruptCheckpointError
-    from ._checkpoint_index import CheckpointCorruptionWarning, CheckpointInfo
-    from ._checkpointable import Checkpointable
-    from ._codec import Codec, MsgpackCodec, PickleCodec, UnsafeCodecWarning
-    from ._creators import ChiefSessionCreator, WorkerSessionCreator
+    from ._checkpoint._checkpointable import Checkpointable
+    from ._checkpoint._checkpointer import Checkpointer, RestoredCheckpoint, latest_checkpoint
+    from ._checkpoint._codec import Codec, MsgpackCodec, PickleCodec, UnsafeCodecWarning
+    from ._checkpoint._file import CorruptCheckpointError
+    from ._checkpoint._index import CheckpointCorruptionWarning, CheckpointInfo
     from ._timer import NeverTriggerTimer, SecondOrStepTimer
-    from ._training import MonitoredTrainingSession
+    from ._training._creators import ChiefSessionCreator, WorkerSessionCreator
+    from ._training._monitored_training import MonitoredTrainingSession
     from .hooks import (
         Trigger,
         at_step,
@@ -66,47 +68,9 @@ if TYPE_CHECKING:
     )
 
 # The built-in hooks (``hookrun.hooks``), function hooks, triggers, timers and
-# checkpoints are re-exported here but imported on first use, so that `import hookrun`
-# stays light: `hookrun.hooks.X` works right after `import hookrun`.
-_LAZY = {
-    "CheckpointCorruptionWarning": "._checkpoint_index",
-    "CheckpointInfo": "._checkpoint_index",
-    "Checkpointable": "._checkpointable",
-    "Checkpointer": "._checkpoint",
-    "ChiefSessionCreator": "._creators",
-    "Codec": "._codec",
-    "CorruptCheckpointError": "._checkpoint_file",
-    "MonitoredTrainingSession": "._training",
-    "MsgpackCodec": "._codec",
-    "PickleCodec": "._codec",
-    "RestoredCheckpoint": "._checkpoint",
-    "UnsafeCodecWarning": "._codec",
-    "WorkerSessionCreator": "._creators",
-    "latest_checkpoint": "._checkpoint",
-    "NeverTriggerTimer": "._timer",
-    "SecondOrStepTimer": "._timer",
-    "Trigger": ".hooks",
-    "at_step": ".hooks",
-    "every": ".hooks",
-    "on_after_create_session": ".hooks",
-    "on_after_run": ".hooks",
-    "on_before_run": ".hooks",
-    "on_begin": ".hooks",
-    "on_end": ".hooks",
-    "when": ".hooks",
-}
-
-
-#: Lazy names whose public home is ``hookrun.hooks`` (it publishes them, see ``_public.py``).
-_OF_HOOKS = frozenset(name for name, module in _LAZY.items() if module in (".hooks", "._timer"))
-
-
-def _publish_loaded() -> None:
-    """Publish the lazy names whose modules are imported by now (under ``hookrun``)."""
-    for name, module in _LAZY.items():
-        loaded = sys.modules.get(f"{__name__}{module}")
-        if loaded is not None and name not in _OF_HOOKS:
-            publish(__name__, vars(loaded), [name])
+# checkpoints are re-exported here but imported on first use (the table is
+# ``_public.LAZY``), so that `import hookrun` stays light: `hookrun.hooks.X` works
+# right after `import hookrun`.
 
 
 def __getattr__(name: str) -> object:

@@ -23,7 +23,7 @@ import anyio
 from . import __version__
 
 if TYPE_CHECKING:
-    from ._demo import DemoReport
+    from ._demo._pipeline import DemoReport
 
 __all__ = ["main"]
 
@@ -123,7 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The hooks log through the standard logging module: without this nothing they log shows.
     logging.basicConfig(level=logging.INFO, format="%(levelname)-7s %(name)s: %(message)s")
 
-    from ._demo import run_demo, statistics_summary  # imported here: `hookrun --help` stays quick
+    from ._demo._pipeline import (  # imported here: `hookrun --help` stays quick
+        run_demo,
+        statistics_summary,
+    )
 
     print(f"hookrun {__version__} demo: {args.steps} steps on the {args.backend} backend; outputs in {out_dir}", flush=True)
     try:

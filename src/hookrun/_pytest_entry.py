@@ -2,8 +2,8 @@
 
 pytest loads every installed ``pytest11`` entry point, so this module does
 nothing on its own: it declares the ini settings ``hookrun_testing`` and
-``hookrun_backends`` and, only when ``hookrun_testing = true``, loads the plugin
-of ``hookrun.testing``. Enabling it with ``-p hookrun.testing`` does not need
+``hookrun_backends`` (``_pytest_options.py``) and, only when ``hookrun_testing =
+true``, loads the plugin of ``hookrun.testing``. Enabling it with ``-p hookrun.testing`` does not need
 this module. It imports nothing from the kit unless the kit is enabled.
 """
 
@@ -11,31 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._pytest_options import add_ini_options
+
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["PLUGIN_NAMES", "add_ini_options", "pytest_addoption", "pytest_configure"]
+__all__ = ["PLUGIN_NAMES", "pytest_addoption", "pytest_configure"]
 
 #: The names the kit's plugin is registered under (by ``-p``, or by this module).
 PLUGIN_NAMES = ("hookrun.testing", "hookrun.testing._plugin")
-BACKEND_NAMES = ("asyncio", "trio", "asyncio+uvloop")
-
-
-def add_ini_options(parser: pytest.Parser) -> None:
-    """Declare the kit's ini settings (declaring them again is harmless)."""
-    parser.addini(
-        "hookrun_testing",
-        type="bool",
-        default=False,
-        help="enable hookrun's test kit (anyio_backend over asyncio and trio, "
-        "mock_clock and drive fixtures); same as -p hookrun.testing",
-    )
-    parser.addini(
-        "hookrun_backends",
-        type="args",
-        default=["asyncio", "trio"],
-        help=f"backends the hookrun test kit runs async tests on: {', '.join(BACKEND_NAMES)}",
-    )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -7,6 +7,11 @@ allowed, a bool or a float where an int is due, a generator function where a pla
 one is) is a ``TypeError``; a value of the right kind out of range (negative, zero
 where zero means nothing, NaN, infinite) is a ``ValueError``. ``what`` is the argument
 as the user wrote it: ``"SummarySaverHook: save_steps"``, ``"RetryPolicy(max_delay=...)"``.
+
+Checks that need more than a value live with what they check: freezing a hook list
+(``_dispatch._overrides.hook_list``), the session a creator returns and a step
+function (``_session._checks``). This module imports nothing of hookrun's but the
+global step, so every subsystem may use it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import os
 from collections.abc import Iterable
 from typing import NoReturn
 
-from ._step import LocalStepCounter, StepCounter
+from ._global_step import LocalStepCounter, StepCounter
 
 __all__ = [
     "check_callable",
@@ -28,29 +33,11 @@ __all__ = [
     "check_number",
     "check_path",
     "check_seconds",
-    "check_session",
     "check_step_counter",
-    "check_step_fn",
     "check_text",
     "exception_types",
-    "hook_list",
     "refuse_awaitable",
 ]
-
-def hook_list(hooks: Iterable[object] | None) -> tuple[object, ...]:
-    """The hooks as a tuple (``None``: no hooks, as in TensorFlow), each checked for plain
-    overrides of async base methods."""
-    if hooks is None:
-        return ()
-    if hasattr(hooks, "before_run") or hasattr(hooks, "after_run") or not isinstance(hooks, Iterable):
-        raise TypeError(f"hooks must be a list of hooks, got {type(hooks).__name__}; wrap a single hook in a list")
-    frozen = tuple(hooks)
-    if frozen:
-        from ._overrides import check_overrides  # on first use: keeps `import hookrun` light
-    for index, hook in enumerate(frozen):
-        check_overrides(hook, index)
-    return frozen
-
 
 def check_seconds(name: str, value: object, *, allow_zero: bool) -> None:
     """``value`` is a finite number of seconds, > 0 (or >= 0 with ``allow_zero``)."""
@@ -163,59 +150,6 @@ def exception_types(types_: Iterable[type[BaseException]]) -> tuple[type[BaseExc
         if not (isinstance(item, type) and issubclass(item, BaseException)):
             raise TypeError(f"recoverable must hold exception classes, got {item!r}")
     return result
-
-
-def check_session(raw: object) -> None:
-    """A created session has ``async def run`` and, if it has ``aclose``, an async one."""
-    from ._plan import is_async_callable  # here: _hooks imports this module
-
-    run = getattr(raw, "run", None)
-    if run is None or not is_async_callable(run):
-        raise TypeError(
-            f"the session creator returned {raw!r} ({type(raw).__name__}), which is not a "
-            "session: it needs 'async def run(fetches, feed_dict, options, run_metadata)'"
-        )
-    _check_run_signature(raw, run)
-    from ._closing import check_closable  # on first use: keeps `import hookrun` light
-
-    check_closable(raw)
-
-
-def _check_run_signature(raw: object, run: object) -> None:
-    """A session's ``run`` takes the four arguments a monitored session passes it, in order."""
-    try:
-        signature = inspect.signature(run)  # type: ignore[arg-type]
-    except (TypeError, ValueError):  # no signature to read (a builtin): nothing to check
-        return
-    from ._factories import plain_signature  # here: _hooks imports this module
-
-    try:
-        signature.bind(None, None, None, None)
-    except TypeError:
-        raise TypeError(
-            f"the session {type(raw).__name__} has run{plain_signature(signature)}, but a monitored session calls "
-            "run(fetches, feed_dict, options, run_metadata) with four positional arguments: a list "
-            "of fetch keys, a feed dict, a hookrun.RunOptions and a hookrun.RunMetadata; add the "
-            "missing parameters (TensorFlow's Session.run takes options and run_metadata too, "
-            "e.g. 'async def run(self, fetches, feed_dict=None, options=None, run_metadata=None)')"
-        ) from None
-
-
-def check_step_fn(step_fn: object) -> None:
-    from ._plan import is_async_callable  # here: _hooks imports this module
-
-    if not callable(step_fn) or not is_async_callable(step_fn):
-        raise TypeError(f"run_step_fn needs an async function, got {step_fn!r}")
-    params = [
-        p for p in inspect.signature(step_fn).parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]
-    if len(params) != 1:
-        names = tuple(p.name for p in params)
-        raise ValueError(
-            "`step_fn` may either have one `step_context` argument, or `self` and "
-            f"`step_context` arguments if it's an instance method. Got {names} instead."
-        )
 
 
 def refuse_awaitable(value: object, message: str) -> NoReturn:

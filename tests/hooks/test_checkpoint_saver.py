@@ -15,6 +15,7 @@ import pytest
 
 import hookrun
 from hookrun import Checkpointer, MonitoredSession, StepSession
+from hookrun._checkpoint import _checkpointer
 from hookrun.hooks import CheckpointSaverHook, CheckpointSaverListener, StopAtStepHook
 
 from ._support import FakeClock
@@ -229,7 +230,7 @@ async def test_a_failed_background_write_stops_the_session_and_is_raised(
     async def create() -> Model:
         return Model()
 
-    monkeypatch.setattr(hookrun._checkpoint, "write_file", broken)
+    monkeypatch.setattr(_checkpointer, "write_file", broken)
     with anyio.fail_after(20), pytest.raises(OSError, match="No space left"):
         async with MonitoredSession(create, [hook]) as session:
             await hook.wait_saved()

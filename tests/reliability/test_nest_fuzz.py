@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookrun import _nest
+from hookrun._dispatch import _nest
 
 Pair = namedtuple("Pair", ["first", "second"])
 Single = namedtuple("Single", ["only"])

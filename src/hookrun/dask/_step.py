@@ -14,7 +14,7 @@ from typing import Any
 
 from distributed import Client
 
-from .._sessions import StepSession
+from .._session._raw import StepSession
 from ._client import ClientSource
 from ._errors import await_dask, is_recoverable, unavailable
 

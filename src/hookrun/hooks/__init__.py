@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import _publish_loaded
-from .._public import publish
+from .._public import publish, publish_loaded
 from .._timer import NeverTriggerTimer, SecondOrStepTimer
 from ._checkpoint_saver import CheckpointSaverHook, CheckpointSaverListener
 from ._early_stopping import (
@@ -108,4 +107,4 @@ __all__ = [
 ]
 
 publish(__name__, globals(), __all__)
-_publish_loaded()  # the checkpoint classes these hooks imported, under ``hookrun``
+publish_loaded()  # the checkpoint classes these hooks imported, under ``hookrun``

@@ -24,10 +24,10 @@ from typing import Any, Literal
 import anyio
 import anyio.lowlevel
 
-from .._checkpoint import Checkpointer, EncodedState
-from .._checkpointable import checkpointables, collect_state
-from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
-from .._serving import served_hooks
+from .._checkpoint._checkpointable import checkpointables, collect_state
+from .._checkpoint._checkpointer import Checkpointer, EncodedState
+from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._session._serving import served_hooks
 from .._timer import Clock, SecondOrStepTimer
 from .._validate import check_file_name, check_path
 from ._common import call_maybe_async, check_timer_args, fields, logger, step_counter_of

@@ -17,7 +17,7 @@ import operator
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Literal
 
-from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
 from .._validate import check_callable, check_flag, check_int, check_number
 from ._common import call_maybe_async, check_timer_args, fields, logger

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook
+from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook
 from .._validate import check_callable
 from ._common import call_maybe_async
 

@@ -6,8 +6,8 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from .._errors import CLEAN_STOP_TYPES
-from .._hooks import SessionRunHook
-from .._sessions import fetch
+from .._hook_protocol import SessionRunHook
+from .._session._raw import fetch
 from ._common import fields, logger
 
 __all__ = ["FinalOpsHook"]

@@ -20,7 +20,7 @@ from typing import Any, overload
 
 import anyio
 
-from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock
 from .._validate import check_callable, check_int, check_number, check_text
 from ._common import call_maybe_async

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._hooks import SessionRunContext, SessionRunHook
+from .._hook_protocol import SessionRunContext, SessionRunHook
 from .._validate import check_int
 from ._common import fields, logger, step_counter_of
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
-from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, NeverTriggerTimer, SecondOrStepTimer
 from .._validate import check_callable, check_flag, check_int, check_number
 from ._common import fields, logger

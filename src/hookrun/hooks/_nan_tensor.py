@@ -7,7 +7,7 @@ import math
 from collections.abc import Hashable, Iterable
 
 from .._errors import HookrunError
-from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._validate import check_flag
 from ._common import fields, logger
 

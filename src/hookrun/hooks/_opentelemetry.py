@@ -19,7 +19,8 @@ from typing import Any
 
 import anyio
 
-from .._hooks import (
+from .._dispatch._plan import hook_name
+from .._hook_protocol import (
     RunMetadata,
     RunOptions,
     SessionRunArgs,
@@ -27,7 +28,6 @@ from .._hooks import (
     SessionRunHook,
     TimingRecord,
 )
-from .._plan import hook_name
 from .._validate import check_text
 from ._common import import_optional
 

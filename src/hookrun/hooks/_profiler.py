@@ -23,7 +23,7 @@ from pathlib import Path
 
 import anyio
 
-from .._hooks import (
+from .._hook_protocol import (
     RunMetadata,
     RunOptions,
     SessionRunArgs,

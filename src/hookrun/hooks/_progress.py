@@ -6,7 +6,7 @@ import sys
 from collections.abc import Hashable, Iterable, Mapping
 from typing import IO, Any, Literal
 
-from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
 from .._validate import check_int, check_number, check_text
 from ._common import import_optional, logger

@@ -20,7 +20,13 @@ from typing import Any
 
 import anyio
 
-from .._hooks import RunMetadata, RunOptions, SessionRunArgs, SessionRunContext, SessionRunHook
+from .._hook_protocol import (
+    RunMetadata,
+    RunOptions,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+)
 from .._validate import check_int, check_text
 from ._common import import_optional
 

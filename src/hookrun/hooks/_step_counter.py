@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .._hooks import SessionRunContext, SessionRunHook, SessionRunValues
+from .._hook_protocol import SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
 from .._validate import check_text
 from ._common import check_timer_args, fields, logger

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._hooks import SessionRunContext, SessionRunHook, SessionRunValues
+from .._hook_protocol import SessionRunContext, SessionRunHook, SessionRunValues
 from .._validate import check_int
 from ._common import step_counter_of
 

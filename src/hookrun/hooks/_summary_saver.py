@@ -6,7 +6,7 @@ import os
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
-from .._hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
 from ._common import check_timer_args
 from ._summary_writer import SummaryWriter, WriterSlot

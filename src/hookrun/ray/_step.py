@@ -15,7 +15,7 @@ from typing import Any
 import ray
 from ray.remote_function import RemoteFunction
 
-from .._sessions import StepSession
+from .._session._raw import StepSession
 from ._errors import await_ref
 from ._runtime import ensure_ray
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .._errors import SessionClosedError
-from .._hooks import RunMetadata, RunOptions
+from .._hook_protocol import RunMetadata, RunOptions
 from ._closeable import AsyncCloseable
 
 __all__ = ["RemoteActorSession", "RemoteActorSessionCreator", "check_step_method"]

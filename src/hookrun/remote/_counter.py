@@ -25,7 +25,7 @@ from typing import ClassVar, Generic, TypeVar
 import anyio
 
 from .._errors import UnavailableError
-from .._step import check_step_value
+from .._global_step import check_step_value
 from .._validate import check_seconds
 from ._closeable import AsyncCloseable
 

@@ -23,7 +23,7 @@ import anyio
 import anyio.lowlevel
 
 from .._errors import AbortedError, OutOfRangeError, UnavailableError
-from .._hooks import HOOK_METHODS, SessionRunContext, SessionRunHook
+from .._hook_protocol import HOOK_METHODS, SessionRunContext, SessionRunHook
 
 __all__ = ["HANG", "STOP", "Fault", "FaultyHook", "cancel_after", "resolve_fault"]
 

@@ -21,10 +21,10 @@ import anyio
 import anyio.lowlevel
 
 from .._errors import SessionClosedError
-from .._hooks import RunMetadata, RunOptions
-from .._recovery import RetryPolicy
-from .._session import MonitoredSession, SingularMonitoredSession
-from .._step import StepCounter
+from .._global_step import StepCounter
+from .._hook_protocol import RunMetadata, RunOptions
+from .._session._monitored import MonitoredSession, SingularMonitoredSession
+from .._session._retry import RetryPolicy
 from .._timer import Clock
 from ._clock import MockClock
 from ._faults import HANG, Fault, resolve_fault

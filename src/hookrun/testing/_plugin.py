@@ -15,7 +15,7 @@ import importlib.util
 
 import pytest
 
-from .._pytest_entry import add_ini_options
+from .._pytest_options import add_ini_options
 from ._fixtures import BACKENDS, make_fixtures
 
 __all__ = ["pytest_addoption", "pytest_configure"]

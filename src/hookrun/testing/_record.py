@@ -12,7 +12,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._hooks import RunOptions, SessionRunArgs, SessionRunValues
+from .._hook_protocol import RunOptions, SessionRunArgs, SessionRunValues
 
 __all__ = ["HookCall", "Record", "SessionRun"]
 

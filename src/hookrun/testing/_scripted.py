@@ -14,9 +14,9 @@ from typing import Any
 
 import anyio
 
-from .._coordinator import Coordinator
+from .._coordinator._tasks import Coordinator
 from .._errors import SessionClosedError
-from .._hooks import (
+from .._hook_protocol import (
     RunMetadata,
     RunOptions,
     SessionRunArgs,

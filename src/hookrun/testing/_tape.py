@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from .._hooks import (
+from .._hook_protocol import (
     HOOK_METHODS,
     SessionRunArgs,
     SessionRunContext,

@@ -1,0 +1,18 @@
+"""The monitored session: its states, entering and closing, recovery, one step, iteration.
+
+Owns ``MonitoredSession`` and ``SingularMonitoredSession`` (``_monitored.py``), the
+table of their states (``_state.py``), entering and closing (``_lifecycle.py``), every
+hook's ``on_exception`` on an exit without ``end`` (``_exits.py``), creating the raw
+session and recovering from a failed one (``_recovering.py``) under a ``RetryPolicy``
+(``_retry.py``), one step (``_stepping.py``) and the notes that name its culprit
+(``_diagnose.py``), ``iterate`` (``_iterate.py``), which session a per-session hook
+serves (``_serving.py``), the checks of what the user hands it (``_checks.py``); and
+the raw side: what a session and a session creator are (``_raw.py``), what a creator
+may be (``_factories.py``), closing a raw session (``_closing.py``) and lending one
+(``_borrowed.py``).
+
+Imports: the shared ``_errors``, ``_log``, ``_global_step``, ``_validate``, the hook
+protocol ``_hook_protocol``, the ``_coordinator`` each session creates, ``_dispatch``
+(the phases of hook calls) and ``_observe`` (its statistics). Never ``_checkpoint``
+or the built-in hooks: those build on the session.
+"""

@@ -1,0 +1,150 @@
+"""``MonitoredSession.iterate``: one step per feed, as an async iterator.
+
+``StepIterator`` drives a monitored session for a pipeline: every ``__anext__``
+takes the next feed dict (from a sync or async iterable, or none at all), runs
+one hooked step with it and returns the step's results. It ends, with
+``StopAsyncIteration``, when the feeds are exhausted, when the session should
+stop (a hook, a step function or the coordinator asked for it) or when a step
+raises one of the clean-stop exceptions (end of input); in that last case the
+session is stopped too, so ``should_stop()`` agrees. It owns no task and no
+resource: breaking out of ``async for`` leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+from .._errors import CLEAN_STOP_TYPES
+
+__all__ = ["StepIterator", "check_feeds"]
+
+
+class _Steppable(Protocol):
+    def should_stop(self) -> bool: ...
+
+    async def run(self, fetches: object = None, feed_dict: Mapping[Any, Any] | None = None) -> Any: ...
+
+
+class StepIterator:
+    """The async iterator ``MonitoredSession.iterate(fetches, feeds)`` returns.
+
+    Each step yields what ``session.run(fetches, feed)`` returns. Iterate it
+    once, from one task: the session runs one step at a time.
+    """
+
+    __slots__ = ("_busy", "_done", "_feeds", "_fetches", "_items", "_session", "_steps", "_stop", "_taken")
+
+    def __init__(
+        self,
+        session: _Steppable,
+        fetches: object,
+        feeds: object,
+        stop: Callable[[], None],
+    ) -> None:
+        self._session = session
+        self._fetches = fetches
+        self._feeds = feeds
+        self._stop = stop
+        self._items: Iterator[Any] | AsyncIterator[Any] | None = None
+        self._steps = 0  # steps run
+        self._taken = 0  # feed items taken
+        self._done = False
+        self._busy = False
+
+    def __repr__(self) -> str:
+        state = "ended" if self._done else "running"
+        return f"StepIterator({state}, {self._steps} steps)"
+
+    def __aiter__(self) -> StepIterator:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._busy:
+            # Refused before a feed is taken, so no feed is lost to the refusal.
+            raise RuntimeError("iterate(): another task is already running a step of this iterator")
+        if self._done or self._session.should_stop():
+            self._done = True
+            raise StopAsyncIteration
+        self._busy = True
+        try:
+            feed = await self._next_feed()  # raises StopAsyncIteration when the feeds end
+            try:
+                results = await self._session.run(self._fetches, feed)
+            except KeyError as exc:  # a missing fetch: were feed dicts passed as the fetches?
+                if self._feeds is None and _feed_dicts(self._fetches):
+                    exc.add_note(_SWAPPED.format(fetches=_short(self._fetches)))
+                raise
+            except CLEAN_STOP_TYPES:
+                # The step found its input exhausted: a clean end, as for the feeds' own end.
+                self._done = True
+                self._stop()
+                raise StopAsyncIteration from None
+        finally:
+            self._busy = False
+        self._steps += 1
+        return results
+
+    async def _next_feed(self) -> Mapping[Any, Any] | None:
+        feeds = self._feeds
+        if feeds is None:
+            return None
+        items = self._items
+        if items is None:
+            items = self._items = aiter(feeds) if hasattr(feeds, "__aiter__") else iter(feeds)  # type: ignore[call-overload]
+        try:
+            if isinstance(items, AsyncIterator):
+                feed = await anext(items)
+            else:
+                feed = next(items)
+        except (StopIteration, StopAsyncIteration):
+            self._done = True
+            raise StopAsyncIteration from None
+        index, self._taken = self._taken, self._taken + 1
+        if feed is not None and not isinstance(feed, Mapping):
+            self._done = True
+            raise TypeError(
+                f"iterate(): feeds item {index} is {type(feed).__name__} "
+                f"{_short(feed)}; each item must be a feed dict (a mapping) or None"
+            )
+        return feed
+
+
+_SWAPPED = (
+    "hookrun: iterate(fetches, feeds) takes what each step fetches first and the feed dicts "
+    "second, but was given {fetches} as the fetches and no feeds; to run one step per feed "
+    "dict write iterate(fetches, [...]) or iterate(feeds=[...])"
+)
+
+
+def check_feeds(feeds: object, fetches: object = None) -> None:
+    """Refuse what cannot be a source of feed dicts, and an iterator given as the fetches
+    (never a fetch structure: feeds in the wrong place), naming what was given."""
+    if feeds is None and (hasattr(fetches, "__aiter__") or hasattr(fetches, "__next__")):
+        raise TypeError(
+            f"iterate(): the fetches are {type(fetches).__name__} {_short(fetches)}, an iterator, "
+            "which cannot be fetched; the feed dicts come second: iterate(fetches, feeds) "
+            "or iterate(feeds=...)"
+        )
+    if feeds is None or hasattr(feeds, "__aiter__"):
+        return
+    if isinstance(feeds, Mapping):
+        raise TypeError(
+            "iterate(): feeds is a single mapping; pass an iterable of feed dicts, "
+            f"for example [{_short(feeds)}], or an async iterable of them"
+        )
+    if isinstance(feeds, (str, bytes)) or not hasattr(feeds, "__iter__"):
+        raise TypeError(
+            f"iterate(): feeds must be an iterable or async iterable of feed dicts, "
+            f"or None; got {type(feeds).__name__} {_short(feeds)}"
+        )
+
+
+def _feed_dicts(fetches: object) -> bool:
+    """Whether ``fetches`` looks like feed dicts: a non-empty list or tuple of mappings."""
+    return isinstance(fetches, (list, tuple)) and bool(fetches) and all(isinstance(item, Mapping) for item in fetches)
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,355 @@
+"""Entering and closing a monitored session: ``Lifecycle``, a mixin of the session
+(``_monitored.py``; the attributes it reads are declared below, set by the constructor).
+
+Entering (``__aenter__``) opens the session's task group, runs every hook's ``begin``
+(once, ever), creates the first session (``_recovering.py``) and moves NEW → ENTERING →
+OPEN; no step starts while it enters (``run()`` from another task is refused).
+Closing (``aclose``, ``__aexit__``, or an entry that failed) moves any state to CLOSED:
+every hook's ``end`` when the exit is clean and there is a session to end with (else
+every started hook's ``on_exception``, ``_exits.py``), then the coordinator and the raw
+session, shielded and bounded by the grace period, then the task group, left last so
+that it outlives every task it holds.
+
+A clean close from another task while a step runs (OPEN) waits for that step to end
+(no new step starts once the close began), then ends and closes: ``end`` comes after
+the step's ``after_run`` and the session is never closed under its run. A step that
+fails with a recoverable error meanwhile is not recovered (``SessionClosedError``);
+``end`` receives that session, as it receives a failed session still waiting to be
+replaced. A step (or an entry) waiting to retry stops waiting at once and raises
+``SessionClosedError``, creating nothing. A close from inside that very step (a hook,
+a step function) is refused, as it would wait for itself; a second close waits for the
+first one to be done.
+
+The block, when it is left (cancelled, as a rule) while a close from another task is
+under way, waits for that close before it tears its task group down, and first stops
+that close's ``end``: the hooks are cancelled, each in the task that started it, and that
+``aclose()`` raises ``SessionClosedError``. The workers of an ``end`` phase run in a task
+group of the closing task, never the session's, so the block's cancellation reaches
+them only that way.
+
+A close from another task while the session is being entered wins: the entry creates
+no session after it, closes the one created meanwhile (``after_create_session`` ran,
+``end`` does not: ``on_exception`` receives the ``SessionClosedError``) and raises
+``SessionClosedError``; the body never runs.
+
+Invariants: every created session and coordinator is closed exactly once
+(``_close_current`` takes them off the session before closing them); ``end`` never
+receives ``None``; a clean close raises the first error closing met (the others as
+notes); a close after an error adds them to that error as notes instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Coroutine
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from .._coordinator._tasks import close_hosted
+from .._dispatch._workers import WorkerPool
+from .._errors import CLEAN_STOP_TYPES, SessionClosedError
+from .._log import log_warning
+from ._serving import claim_hooks
+from ._state import CLOSABLE as _CLOSABLE
+from ._state import State, move
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from .._coordinator._tasks import Coordinator
+    from .._dispatch._dispatcher import Dispatcher
+    from .._dispatch._plan import PhasePlan
+    from .._observe._statistics import Collector
+    from ._exits import ExitHooks
+    from ._retry import RetryBudget, RetryPolicy
+
+__all__ = ["Lifecycle"]
+
+
+T = TypeVar("T")
+
+
+class Lifecycle:
+    """Entering and closing of a monitored session (a mixin: the attributes below are its)."""
+
+    _state: State
+    _tg: TaskGroup | None
+    _dispatcher: Dispatcher
+    _begin: PhasePlan
+    _end: PhasePlan
+    _exits: ExitHooks
+    _retry: RetryPolicy
+    _raw: Any
+    _coord: Coordinator | None
+    _broken: BaseException | None
+    _grace: float
+    _stats: Collector
+    _busy: bool
+    _step_done: anyio.Event | None
+    _closing: anyio.Event | None
+    _backoff: anyio.CancelScope | None
+    _ending: anyio.CancelScope | None
+
+    _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
+    _step_now: Callable[[], int | None]  # the session's (_monitored.py)
+
+    def __enter__(self) -> None:
+        raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
+
+    def __exit__(self, *exc_info: object) -> None:  # never reached: __enter__ refuses
+        raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
+
+    async def __aenter__(self: T) -> T:
+        assert isinstance(self, Lifecycle)
+        if self._state is not State.NEW:
+            raise RuntimeError(f"{type(self).__name__} can be entered only once (it is {self._state.value})")
+        claim_hooks(self)  # a hook that another open session serves is refused, before any begin
+        self._state = move(self._state, State.ENTERING)
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        try:
+            await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
+            if self._state is State.ENTERING:  # not closed by another task meanwhile
+                await self._create(self._retry.budget())
+            if self._state is State.CLOSED:  # another task closed it: close what was created since
+                await self._close_current(raise_errors=False)
+                raise SessionClosedError(f"{type(self).__name__} was closed while it was being entered")
+            self._state = move(self._state, State.OPEN)
+        except BaseException as exc:
+            await self._teardown(call_end=False, error=exc)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        clean = exc is None or isinstance(exc, CLEAN_STOP_TYPES)
+        await self._teardown(call_end=clean, error=None if clean else exc)
+        return exc is not None and clean
+
+    async def aclose(self) -> None:
+        """End cleanly: every hook's ``end``, then close the coordinator and the session.
+
+        Closing twice does nothing more; a close while another task closes the session
+        returns once that close is done. Leaving ``async with`` afterwards does nothing more.
+        Called from another task, it raises ``SessionClosedError`` if the block is left
+        (cancelled) before the hooks' ``end`` is done: that cancellation cuts ``end`` short.
+        """
+        if self._state in _CLOSABLE and self._busy and _inside_own_step(self):
+            raise RuntimeError(
+                f"{type(self).__name__}.aclose() called from inside one of its own steps (a hook or "
+                "a step function): a close waits for the running step, which would wait for ever; "
+                "call run_context.request_stop() and leave the 'async with' block instead"
+            )
+        await self._close(call_end=True, error=None)
+
+    async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
+        try:
+            await self._close(call_end=call_end, error=error)
+            if error is not None:  # another task closed it without ending: tell the hooks of this error
+                await self._exits.settle(None, ending=False, exception=error, step=self._step_now())
+        except BaseException:
+            await self._stop_other_close()
+            raise
+        finally:
+            await self._exit_task_group()
+
+    async def _stop_other_close(self) -> None:
+        """The block is being left (cancelled, as a rule) while a close from another task is
+        under way: stop that close's ``end`` (its hooks are cancelled, in their own tasks)
+        and wait, shielded and bounded, for it to close the rest, so the task group is torn
+        down under nothing. That ``aclose()`` raises ``SessionClosedError``."""
+        closing = self._closing
+        if closing is None or closing.is_set():
+            return
+        if self._ending is not None:
+            self._ending.cancel()
+        with anyio.move_on_after(2 * self._grace + 1.0, shield=True):
+            await closing.wait()
+        if not closing.is_set():
+            log_warning(
+                "the close under way in another task took longer than stop_grace_period=%ss "
+                "to stop; gave up waiting", self._grace, step=self._step_now(),
+            )
+
+    async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
+        """Close for good, or wait for the close another task has under way (``_closing``,
+        set once it is done); nothing when never entered or already closed."""
+        if self._state not in _CLOSABLE:
+            if self._closing is not None:
+                await self._closing.wait()
+            return
+        self._closing = closing = anyio.Event()
+        try:
+            await self._close_now(call_end=call_end, error=error)
+        finally:
+            closing.set()
+
+    async def _close_now(self, *, call_end: bool, error: BaseException | None) -> None:
+        """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
+        was, self._state = self._state, move(self._state, State.CLOSED)
+        if self._backoff is not None:  # another task waits to retry: it stops waiting at once
+            self._backoff.cancel()
+        failures: list[BaseException] = []
+        interrupted: BaseException | None = None
+        # Leaving the block cancels ``ending`` when this close runs in another task.
+        ending = self._ending = anyio.CancelScope()
+        try:
+            with ending:
+                call_end = await self._end_hooks(was, call_end, failures, error)
+        except BaseException as exc:  # cancelled while waiting or ending: still close, then propagate
+            interrupted, call_end = exc, False
+        finally:
+            self._ending = None
+        left = ending.cancelled_caught and not failures  # end done, with errors, before the cut: raise those
+        cut = None if not left else SessionClosedError(
+            f"the 'async with' block of {type(self).__name__} was left (cancelled) while aclose() "
+            "ran in another task: the hooks' end was cut short; the coordinator and the session are closed"
+        )
+        if interrupted is not None or cut is not None:  # the hooks hear why, unless their end began
+            await self._exits.settle(self._raw, ending=False, exception=interrupted or cut, step=self._step_now())
+        failures += await self._close_current(raise_errors=call_end and interrupted is None and not left)
+        if interrupted is not None:
+            raise interrupted
+        if cut is not None:
+            raise cut
+        if failures and error is None:
+            first = failures[0]
+            for other in failures[1:]:
+                first.add_note(f"hookrun: closing also failed: {other!r}")
+            raise first
+        for other in failures:
+            assert error is not None
+            error.add_note(f"hookrun: closing after this error also failed: {other!r}")
+
+    async def _end_hooks(
+        self, was: State, call_end: bool, failures: list[BaseException], error: BaseException | None
+    ) -> bool:
+        """Wait for a step running in another task, then every hook's ``end`` (its errors go
+        to ``failures``); whether ``end`` was called."""
+        if call_end and was is State.OPEN and self._busy:
+            # A step runs in another task (no new one starts: the state is CLOSED): end and
+            # close after it, never under it. Cancelled while waiting: close without end.
+            self._step_done = anyio.Event()
+            try:
+                await self._step_done.wait()  # set by the step's end (``run``, ``run_step_fn``)
+            finally:
+                self._step_done = None
+        if call_end and self._raw is None:
+            # No session to end with (re-creating it failed, or it is being created in
+            # another task): ``end`` never receives None.
+            if self._broken is not None:
+                why = f"re-creating it failed: {self._broken!r}"
+            else:  # another task is creating it: entering, or recovering
+                why = "it is being created" if self._stats.sessions_created == 0 else "it is being re-created"
+            log_warning("closing without a session (%s); the hooks' end is not called", why, step=self._step_now())
+            call_end = False
+        # Every hook either ends or hears why not: ``on_exception``, shielded (``_exits.py``).
+        await self._exits.settle(self._raw, ending=call_end, exception=error or self._broken, step=self._step_now())
+        if not call_end or not self._end.calls:
+            return call_end
+        # The phase's workers run in a task group of this task, not the session's: the
+        # block, when it is cancelled, cancels the session's group's tasks too, even under
+        # a close running in another task. No exception leaves this group (on trio it
+        # would come out wrapped in an exception group): it is raised after it.
+        stopped: BaseException | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                try:
+                    await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls), pool=WorkerPool(lambda: tg))
+                except Exception as exc:
+                    failures.append(exc)
+                except BaseException as exc:
+                    stopped = exc
+                tg.cancel_scope.cancel()  # the phase is done: its workers, parked, retire
+        finally:
+            if stopped is not None:
+                raise stopped
+        return True
+
+    async def _close_current(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
+        """Close the current coordinator and session (shielded, bounded by the grace period).
+
+        With ``log_session_errors`` (recovery), an error closing the raw session is logged, not returned.
+        """
+        coord, raw = self._coord, self._raw
+        self._coord = self._raw = None
+        failures: list[BaseException] = []
+        with anyio.move_on_after(2 * self._grace + 1.0, shield=True) as scope:
+            if coord is not None:
+                try:
+                    await close_hosted(coord, self._grace)
+                except Exception as exc:
+                    failures.append(exc)
+            if raw is not None:
+                try:
+                    await _aclose(raw)
+                except Exception as exc:
+                    if not log_session_errors:
+                        failures.append(exc)
+                    else:  # recovery closes a failed session: its close errors must not stop recovery
+                        log_warning(
+                            "error while closing a failed session (recovery goes on): %r", exc, exc_info=exc,
+                            step=self._step_now(),
+                        )
+        if scope.cancelled_caught:
+            log_warning(
+                "closing the session took longer than stop_grace_period=%ss; gave up waiting",
+                self._grace, step=self._step_now(),
+            )
+        if not raise_errors:
+            for failure in failures:
+                log_warning("error while closing a session: %r", failure, exc_info=failure, step=self._step_now())
+            return []
+        return failures
+
+    async def _exit_task_group(self) -> None:
+        tg, self._tg = self._tg, None
+        self._dispatcher.reset_pool()
+        if tg is not None:
+            # Nothing of ours runs there any more; the group's exit waits for its tasks
+            # to unwind (it must be the innermost scope, so it cannot be shielded here).
+            tg.cancel_scope.cancel()
+            await tg.__aexit__(None, None, None)
+
+    def _task_group(self) -> TaskGroup:
+        if self._tg is None:
+            raise SessionClosedError(f"{type(self).__name__} is not open")
+        return self._tg
+
+
+def _inside_own_step(session: object) -> bool:
+    """Whether the caller runs inside a step of ``session``: in the task running its
+    ``run`` / ``run_step_fn`` (their frames are on the stack), or in one of the workers
+    running its hooks. Only asked when a close finds a step running (never on a step)."""
+    pool = getattr(session, "_dispatcher", None)
+    pool = getattr(pool, "_pool", None)
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in ("run", "run_step_fn") and frame.f_locals.get("self") is session:
+            return True
+        if code is WorkerPool._work.__code__ and pool is not None and frame.f_locals.get("self") is pool:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+async def _aclose(raw: object) -> None:
+    # ``aclose()``, or a TensorFlow-style ``close()`` (a plain one in a worker thread).
+    from ._closing import close_session  # on first use: keeps `import hookrun` light
+
+    await close_session(raw)
+
+
+async def _aclose_logged(raw: object) -> None:
+    try:
+        await _aclose(raw)
+    except Exception as exc:
+        log_warning("error while closing a session: %r", exc, exc_info=exc)
+

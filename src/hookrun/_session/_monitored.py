@@ -1,0 +1,389 @@
+"""``MonitoredSession`` and ``SingularMonitoredSession``: the public classes, their
+constructor and accessors, and the entry points of a step (``run``, ``iterate``,
+``run_step_fn``, behind ``_admit``, the one check before a step starts).
+
+A monitored session is one class made of mixins, one concept per module:
+
+====================  ================================================================
+module                owns
+====================  ================================================================
+``_monitored.py``     the public classes, the constructor, starting a step, stopping
+``_lifecycle.py``     ``Lifecycle``: entering (``begin``, the first session) and
+                      closing (``end``, the coordinator, the session, the task group)
+``_recovering.py``    ``Recovering``: creating a session; replacing a failed one
+``_stepping.py``      ``Stepping``: the step bodies (no state changes)
+``_state.py``         ``State``, its changes (``move``)
+====================  ================================================================
+
+The states (NEW, ENTERING, OPEN, RECOVERING, BROKEN, CLOSED), what each means and which changes
+of state exist are drawn in ``_state.py``, whose ``move`` makes every change and refuses
+any other. ``_lifecycle.py`` makes the first and the last changes (entering, closing),
+``_recovering.py`` the ones in between.
+
+Orthogonal to the state: ``_busy`` (a step is running; a clean close from another
+task waits for it, on ``_step_done``) and ``_hook_stop`` (a hook requested stop:
+sticky). ``_admit`` is the one check of ``run``, ``iterate`` and ``run_step_fn``.
+
+Invariants: begin runs once; every created session and coordinator is closed
+exactly once; after_run runs only after a successful session run; a hook stop
+request is sticky at once; the session task group outlives every task it holds.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import anyio
+    from anyio.abc import TaskGroup
+
+from .._coordinator._tasks import Coordinator
+from .._dispatch._dispatcher import Dispatcher
+from .._dispatch._merge import FetchLayout
+from .._dispatch._overrides import hook_list
+from .._dispatch._plan import hook_name
+from .._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
+from .._global_step import LocalStepCounter, StepCounter
+from .._hook_protocol import RunMetadata, RunOptions, check_feed_dict
+from .._observe._report import SessionStatistics
+from .._observe._statistics import Collector, StatisticsOptions, statistics_options
+from .._validate import check_seconds, check_step_counter, exception_types, refuse_awaitable
+from ._checks import check_step_fn
+from ._exits import ExitHooks
+from ._factories import creator_function
+from ._iterate import StepIterator, check_feeds
+from ._lifecycle import Lifecycle
+from ._recovering import Recovering
+from ._retry import RetryPolicy
+from ._state import STEPPABLE as _STEPPABLE
+from ._state import State
+from ._stepping import Stepping, step_context_hooks
+
+__all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
+
+
+T = TypeVar("T")
+
+_OPEN = State.OPEN  # read on every step: a module global is cheaper than an enum attribute
+
+
+class StepContext:
+    """What ``run_step_fn`` gives the step function: the raw ``session`` (runs on it
+    bypass hooks), ``run_with_hooks(...)`` (a full hooked run) and ``request_stop()``."""
+
+    __slots__ = ("_owner", "session")
+
+    def __init__(self, owner: _MonitoredSessionBase, session: Any) -> None:
+        self._owner = owner
+        self.session = session
+
+    async def run_with_hooks(
+        self,
+        fetches: object = None,
+        feed_dict: Mapping[Any, Any] | None = None,
+        options: RunOptions | None = None,
+        run_metadata: RunMetadata | None = None,
+    ) -> Any:
+        """One step with every hook, on the current session (no recovery of its own)."""
+        if feed_dict is not None and type(feed_dict) is not dict:
+            check_feed_dict(feed_dict, "the caller")
+        return await self._owner._step(fetches, feed_dict, options, run_metadata)
+
+    def request_stop(self) -> None:
+        """Stop after this step function: ``should_stop()`` becomes True."""
+        self._owner._set_hook_stop()
+
+
+class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
+    #: Whether recoverable errors re-create the session (MonitoredSession) or propagate.
+    _recovers = False
+
+    def __init__(
+        self,
+        session_creator: object,
+        hooks: Iterable[object] | None = (),
+        *,
+        stop_grace_period: float = 120.0,
+        step_counter: StepCounter | None = None,
+        hook_timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        recoverable: Iterable[type[BaseException]] = (),
+        statistics: bool | StatisticsOptions = True,
+    ) -> None:
+        self._create_session = creator_function(session_creator)
+        self.hooks = hook_list(hooks)
+        check_seconds("stop_grace_period", stop_grace_period, allow_zero=True)
+        if hook_timeout is not None:
+            check_seconds("hook_timeout", hook_timeout, allow_zero=False)
+        self._grace = float(stop_grace_period)
+        self._counter = check_step_counter(step_counter)
+        self._local = self._counter if type(self._counter) is LocalStepCounter else None
+        self._retry = retry if retry is not None else RetryPolicy()
+        if not isinstance(self._retry, RetryPolicy):
+            raise TypeError(f"retry must be a hookrun.RetryPolicy, got {type(retry).__name__}")
+        self._recoverable = RECOVERABLE_TYPES + exception_types(recoverable)
+        self._dispatcher = Dispatcher(self.hooks, hook_timeout=hook_timeout, task_group=self._task_group)
+        plans = self._dispatcher.plans
+        self._stats = Collector(plans, statistics_options(statistics))
+        self._begin, self._after_create = self._stats.plan("begin"), self._stats.plan("after_create_session")
+        self._before, self._after, self._end = plans["before_run"], plans["after_run"], self._stats.plan("end")
+        #: The hooks' ``on_exception`` on an exit that does not end them (``_exits.py``).
+        self._exits = ExitHooks(self._stats.plan("on_exception"), self._grace)
+        self._begin = self._exits.watch_begin(self._begin)
+        self._hooked = bool(self._before.calls or self._after.calls)
+        # A step needs a cancel scope around its phases when a phase has a hook after an async one.
+        step_scoped = self._before.cancellable or self._after.cancellable
+        self._step: Callable[..., Awaitable[Any]] = (
+            self._run_bare if not self._hooked else self._run_hooked if step_scoped else self._hooked_step
+        )
+        #: Hooks entering a context around every step (``step_context``); none: no cost at all.
+        self._step_hooks = step_context_hooks(self.hooks)
+        if self._step_hooks:
+            self._inner_step, self._step = self._step, self._run_in_step_contexts
+        self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
+        #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
+        self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
+        self._state = State.NEW
+        self._busy = False
+        #: Set by a close that waits for the step running in another task (``_lifecycle.py``).
+        self._step_done: anyio.Event | None = None
+        #: Set once a close is done (``_lifecycle.py``); None until one starts.
+        self._closing: anyio.Event | None = None
+        #: The wait to retry under way, if any (``_recovering.py``); a close cancels it.
+        self._backoff: anyio.CancelScope | None = None
+        #: The scope of the hooks' end while a close runs it (``_lifecycle.py``).
+        self._ending: anyio.CancelScope | None = None
+        self._hook_stop = False
+        self._tg: TaskGroup | None = None
+        self._raw: Any = None
+        self._coord: Coordinator | None = None
+        #: Why there is no session (BROKEN): the error re-creating it failed with, if any.
+        self._broken: BaseException | None = None
+        self._on_stop = self._set_hook_stop
+        # A creator that restores into the session (ChiefSessionCreator) and a hook that
+        # saves it (CheckpointSaverHook) learn its hooks and counter.
+        for party in (session_creator, *self.hooks):
+            bind = getattr(party, "bind_session", None)
+            bound = None if bind is None else bind(self.hooks, self._counter)
+            if inspect.isawaitable(bound):
+                refuse_awaitable(
+                    bound,
+                    f"{type(party).__name__}.bind_session returned an awaitable: it is called once, "
+                    "synchronously, when the monitored session is constructed; make it a plain method",
+                )
+
+    def __repr__(self) -> str:
+        names = ", ".join(hook_name(hook) for hook in self.hooks)
+        return f"{type(self).__name__}({self._state.value}, hooks=[{names}])"
+
+    # -- accessors -------------------------------------------------------------------------
+
+    def raw_session(self) -> Any:
+        """The current raw session (runs on it bypass the hooks), or ``None`` when there is
+        none: before ``async with``, once closed, or after re-creating it failed."""
+        return self._raw
+
+    @property
+    def step_counter(self) -> StepCounter:
+        """The global step counter (the one hooks reach as ``coord.step_counter``)."""
+        return self._counter
+
+    async def global_step(self) -> int:
+        """The global step now: ``await sess.global_step()``."""
+        return await self._counter.get()
+
+    def statistics(self) -> SessionStatistics:
+        """What this session did so far: steps, sessions, recoveries, and every hook's calls,
+        errors and latency (a frozen record; ``print`` it for a table).
+
+        Kept unless the session was made with ``statistics=False``; then this raises
+        ``RuntimeError``. Latencies come from sampled steps (see ``StatisticsOptions``).
+        """
+        if not self._stats.enabled:
+            raise RuntimeError(
+                f"{type(self).__name__} was made with statistics=False; pass statistics=True "
+                "(the default) or a hookrun.StatisticsOptions to keep them"
+            )
+        return self._stats.snapshot()
+
+    def _step_now(self) -> int | None:
+        """The global step for log lines, when it can be read without awaiting."""
+        return self._local.value if self._local is not None else None
+
+    # -- stepping --------------------------------------------------------------------------
+
+    def should_stop(self) -> bool:
+        """True once a hook requested stop, the coordinator stopped, or the session closed."""
+        state = self._state
+        if state is _OPEN and not self._hook_stop:  # the common case first: identity checks only
+            return self._coord.should_stop() and not (  # type: ignore[union-attr]  # OPEN: it exists
+                self._recovers and self._held_recoverable() is not None
+            )
+        if state not in _STEPPABLE or self._hook_stop:
+            return True
+        # RECOVERING or BROKEN: a MonitoredSession's next run() recovers first.
+        return not self._recovers
+
+    def _set_hook_stop(self) -> None:
+        self._hook_stop = True
+
+    def _admit(self, what: str) -> None:
+        """The one check before a step starts: refuse it, saying why, unless it may run."""
+        if self._state in _STEPPABLE and not self._busy and not self._hook_stop:
+            return
+        name = type(self).__name__
+        if self._state is State.NEW:
+            raise SessionClosedError(f"{name}.{what} called outside 'async with'")
+        if self._state is State.ENTERING:
+            raise SessionClosedError(f"{name}.{what} called while the session is being entered (from another task)")
+        if self._state is State.CLOSED:
+            raise SessionClosedError(f"{name}.{what} called after the session closed")
+        if self._busy:
+            raise RuntimeError(
+                f"{name}.{what} called while another run() or run_step_fn() "
+                "of this session is in progress (from another task, or re-entered from a hook); "
+                "a monitored session runs one step at a time"
+            )
+        raise RunAfterStopError(f"{name}.{what} called after a hook requested stop")
+
+    def _refuse_broken(self) -> None:
+        self._admit("run()")
+        raise SessionClosedError(
+            f"{type(self).__name__} has no session: re-creating it failed with {self._broken!r}"
+        )
+
+    async def run(
+        self,
+        fetches: object = None,
+        feed_dict: Mapping[Any, Any] | None = None,
+        options: RunOptions | None = None,
+        run_metadata: RunMetadata | None = None,
+    ) -> Any:
+        """One step: before_run → session run → after_run; returns the caller's fetches."""
+        open_ = self._state is _OPEN
+        if not open_ or self._busy or self._hook_stop:
+            self._admit("run()")
+        if feed_dict is not None and type(feed_dict) is not dict:
+            check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
+        self._busy = True
+        try:
+            if not self._recovers:
+                return await self._step(fetches, feed_dict, options, run_metadata)
+            if not open_ or self._coord.should_stop():  # type: ignore[union-attr]  # OPEN: it exists
+                return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
+            try:
+                return await self._step(fetches, feed_dict, options, run_metadata)
+            except Exception as exc:
+                if self._recoverable_cause(exc) is None:
+                    raise
+                self._fail_over()
+                return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
+        finally:
+            self._busy = False
+            if self._step_done is not None:  # a close from another task waits for this step
+                self._step_done.set()
+
+    def iterate(self, fetches: object = None, feeds: object = None) -> StepIterator:
+        """Run one step per item of ``feeds`` and yield each step's results (``async for``).
+
+        ``feeds`` (the second argument: the first is the fetches) is an iterable or
+        async iterable of feed dicts (``None`` items feed nothing), or ``None``: run
+        until a stop is requested. Ends when the feeds run out, when ``should_stop()``
+        is true, or when a step raises a clean-stop exception (``OutOfRangeError``,
+        ``anyio.EndOfStream``...), which also stops the session.
+        """
+        if self._state not in _STEPPABLE:
+            self._admit("iterate()")
+        check_feeds(feeds, fetches)
+        return StepIterator(self, fetches, feeds, self._set_hook_stop)
+
+    async def run_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
+        """Call ``step_fn(step_context)`` (async) and return its value; recovered calls get
+        a context with the new session."""
+        check_step_fn(step_fn)
+        self._admit("run_step_fn()")
+        self._busy = True
+        try:
+            if self._recovers:
+                return await self._with_recovery(self._call_step_fn, step_fn)
+            return await self._call_step_fn(step_fn)
+        finally:
+            self._busy = False
+            if self._step_done is not None:
+                self._step_done.set()
+
+    async def _call_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
+        if self._raw is None:
+            self._refuse_broken()
+        return await step_fn(StepContext(self, self._raw))
+
+
+class MonitoredSession(_MonitoredSessionBase):
+    """Drives a session step by step with hooks, a coordinator and recovery.
+
+    ``session_creator`` is a function of no arguments returning a session (sync or
+    async) or an object with such a ``create_session()``; a creator or hook that also
+    has ``bind_session(hooks, step_counter)`` (a ``ChiefSessionCreator``, a
+    ``CheckpointSaverHook``) is told this session's hooks and step counter here. Errors of the recoverable types (``AbortedError``,
+    ``UnavailableError`` and ``recoverable``) re-create the session and re-run
+    the whole call, following ``retry``. ``statistics`` (on by default) keeps
+    what :meth:`statistics` returns: ``False`` or a ``StatisticsOptions``.
+    """
+
+    _recovers = True
+
+    def __init__(
+        self,
+        session_creator: object,
+        hooks: Iterable[object] | None = (),
+        *,
+        stop_grace_period: float = 120.0,
+        retry: RetryPolicy | None = None,
+        recoverable: Iterable[type[BaseException]] = (),
+        step_counter: StepCounter | None = None,
+        hook_timeout: float | None = None,
+        statistics: bool | StatisticsOptions = True,
+    ) -> None:
+        super().__init__(
+            session_creator,
+            hooks,
+            stop_grace_period=stop_grace_period,
+            step_counter=step_counter,
+            hook_timeout=hook_timeout,
+            retry=retry,
+            recoverable=recoverable,
+            statistics=statistics,
+        )
+
+    async def __aenter__(self) -> MonitoredSession:
+        await super().__aenter__()
+        return self
+
+
+class SingularMonitoredSession(_MonitoredSessionBase):
+    """A monitored session that never recovers: every error propagates."""
+
+    def __init__(
+        self,
+        session_creator: object,
+        hooks: Iterable[object] | None = (),
+        *,
+        stop_grace_period: float = 120.0,
+        step_counter: StepCounter | None = None,
+        hook_timeout: float | None = None,
+        statistics: bool | StatisticsOptions = True,
+    ) -> None:
+        super().__init__(
+            session_creator,
+            hooks,
+            stop_grace_period=stop_grace_period,
+            step_counter=step_counter,
+            hook_timeout=hook_timeout,
+            statistics=statistics,
+        )
+
+    async def __aenter__(self) -> SingularMonitoredSession:
+        await super().__aenter__()
+        return self

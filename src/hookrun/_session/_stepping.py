@@ -1,0 +1,329 @@
+"""One step on the current raw session: before_run → merge → session run → step counter →
+after_run. No state changes of the monitored session happen here (``_state.py`` draws
+them and checks each, ``_lifecycle.py`` and ``_recovering.py`` make them); a step either
+returns the caller's results or raises.
+
+``Stepping`` is the part of the monitored session that runs steps; it reads the hooks'
+plans, the dispatcher, the counter and the current raw session from it. A step whose
+phases may need cancelling (a phase with several async hooks) runs under one cancel
+scope, entered once for both phases (see ``_dispatch/_dispatcher.py``).
+
+How a step starts a phase, by the phase's plan (an untraced step; a traced one always
+goes through the dispatcher, which records every call's span):
+
+======================================  ==================================================
+the phase                               started by
+======================================  ==================================================
+plain functions only (``plan.plain``)   ``call_before`` / ``call_after``: in turn, here
+one async call (``plan.lone``)          ``start_one``, then ``drive`` if it suspended
+anything else                           ``Dispatcher.start`` (``_dispatcher.py``)
+======================================  ==================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from contextlib import ExitStack
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._dispatch import _nest
+from .._dispatch._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
+from .._dispatch._start import Suspended, call_after, call_before, drive, start_one
+from .._errors import DeadlineExceededError
+from .._global_step import step_at_start
+from .._hook_protocol import (
+    RunMetadata,
+    RunOptions,
+    SessionRunContext,
+    SessionRunValues,
+    TimingRecord,
+)
+from ._raw import check_values
+
+if TYPE_CHECKING:
+    from .._dispatch._dispatcher import Dispatcher
+    from .._dispatch._plan import Call, PhasePlan
+    from .._global_step import LocalStepCounter, StepCounter
+    from .._observe._statistics import Collector
+
+__all__ = ["Stepping", "step_context_hooks"]
+
+_NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
+_new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level __new__
+
+
+class Stepping:
+    """The step bodies of a monitored session (a mixin: the attributes below are its)."""
+
+    _dispatcher: Dispatcher
+    _before: PhasePlan
+    _after: PhasePlan
+    _counter: StepCounter
+    _local: LocalStepCounter | None
+    _raw: Any
+    _time_before_run: bool
+    _layout: FetchLayout | None
+    _on_stop: Callable[[], None]
+    _stats: Collector
+
+    _step_hooks: tuple[Any, ...]
+    _inner_step: Callable[..., Any]
+
+    def _refuse_broken(self) -> None:
+        raise NotImplementedError  # pragma: no cover - the session's
+
+    async def _run_in_step_contexts(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+    ) -> Any:
+        """A step inside every ``step_context(run_context, run_metadata)`` the hooks give,
+        entered in the calling task before ``before_run`` and left after the step (or its
+        error), in reverse order. Only taken when some hook has a ``step_context``."""
+        raw = self._raw
+        if raw is None:
+            self._refuse_broken()
+        local = self._local
+        step = local.value if local is not None else await step_at_start(self._counter)
+        ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        with ExitStack() as stack:
+            for hook in self._step_hooks:
+                stack.enter_context(hook.step_context(ctx, metadata))
+            return await self._inner_step(fetches, feed_dict, options, metadata, ctx=ctx)
+
+    async def _run_bare(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None, ctx: SessionRunContext | None = None,
+    ) -> Any:
+        """A step when no hook overrides before_run or after_run."""
+        raw = self._raw
+        if raw is None:
+            self._refuse_broken()
+        stats = self._stats
+        stats.steps = count = stats.steps + 1
+        if count >= stats.next_sample:
+            return await self._sampled_bare(fetches, feed_dict, options, run_metadata)
+        keys: list[Hashable] = []
+        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+        try:
+            values = _checked(raw, keys, await _raw_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata))
+        except BaseException as exc:
+            stats.failed("run", exc)
+            raise
+        if self._local is not None:
+            self._local.increment_nowait(1)
+        else:
+            await self._counter.increment(1)
+        return None if shape is None else _nest.pack(shape, values)
+
+    async def _sampled_bare(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+    ) -> Any:
+        """A bare step that is timed for the statistics."""
+        stats, raw = self._stats, self._raw
+        keys: list[Hashable] = []
+        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+        step = self._local.value if self._local is not None else None
+        started = stats.now()
+        try:
+            values = _checked(raw, keys, await _raw_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata))
+        except BaseException as exc:
+            stats.failed("run", exc)
+            stats.end_sample(step, started, stats.now() - started, False)
+            raise
+        run_seconds = stats.now() - started
+        if self._local is not None:
+            self._local.increment_nowait(1)
+        else:
+            await self._counter.increment(1)
+        stats.end_sample(step, started, run_seconds, True)
+        return None if shape is None else _nest.pack(shape, values)
+
+    async def _run_hooked(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None, ctx: SessionRunContext | None = None,
+    ) -> Any:
+        """A step with hooks under the step's cancel scope (the session steps straight into
+        ``_hooked_step`` when no phase needs one)."""
+        with self._dispatcher.new_scope() as scope:
+            return await self._hooked_step(fetches, feed_dict, options, run_metadata, scope, ctx)
+        raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
+
+    async def _hooked_step(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None, scope: anyio.CancelScope | None = None,
+        ctx: SessionRunContext | None = None,
+    ) -> Any:
+        """A step with hooks (``scope``: the step's cancel scope, when a phase needs one;
+        ``ctx``: the step's context, when ``step_context`` hooks already made it)."""
+        raw = self._raw
+        if raw is None:
+            self._refuse_broken()
+        local = self._local
+        if ctx is None:
+            step = local.value if local is not None else await step_at_start(self._counter)
+            ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
+        else:
+            step = ctx.global_step
+        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+        stats = self._stats
+        stats.steps = count = stats.steps + 1
+        sampled = count >= stats.next_sample  # time this step for the statistics
+        if sampled:
+            before, after, clock = stats.before, stats.after, stats.now
+            started = stats.start_sample()
+        else:
+            before, after = self._before, self._after
+        metadata = RunMetadata() if run_metadata is None else run_metadata
+        where = "before_run"
+        run_seconds: float | None = None
+        try:
+            trace = metadata.timings if merged.trace or self._time_before_run else None
+            requests: Sequence[Any] | None = None
+            if trace is None and before.plain is not None:  # plain functions only
+                requests = call_before(before, ctx)
+            elif trace is None and before.lone is not None:  # one async call
+                request = start_one(before.lone, (ctx,))
+                if type(request) is Suspended:
+                    request = await drive(request)
+                requests = None if request is None else [request]
+            elif before.calls:
+                starting = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
+                requests = starting if type(starting) is list else await starting  # type: ignore[misc]
+            where = "run"
+            if requests is not None and requests.count(None) != len(requests):
+                keys, shape, shapes, feeds, merged = self._gather(fetches, feed_dict, merged, requests)
+            else:  # no hook asked for anything
+                keys, shapes, feeds = [], None, feed_dict
+                shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
+            if trace is not None and not merged.trace:
+                del metadata.timings[:]  # timed in case a hook asked for a trace; none did
+            if sampled:
+                run_started = clock()
+            try:
+                values = await _raw_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
+            except KeyError as exc:  # a missing fetch: say which party asked for it
+                from ._diagnose import note_missing_fetch  # the error path only
+
+                note_missing_fetch(exc, fetches, self._before.calls, requests or ())
+                raise
+            if sampled:
+                run_seconds = clock() - run_started
+            values = _checked(raw, keys, values)
+            after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
+            where = "after_run"
+            if after.calls:
+                nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
+                if after.lone is not None and not merged.trace:  # one async call
+                    done = start_one(
+                        after.lone,
+                        (ctx, nothing) if shapes is None else _after_run_args(after.calls, ctx, shapes, values, nothing)[0],
+                    )
+                    if type(done) is Suspended:
+                        await drive(done)
+                elif after.plain is not None and shapes is None and not merged.trace:
+                    call_after(after, ctx, nothing)  # plain functions only, none fetched anything
+                else:
+                    args = _after_run_args(after.calls, ctx, shapes, values, nothing)
+                    finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
+                    if type(finishing) is not list:
+                        await finishing  # type: ignore[misc]
+        except BaseException as exc:
+            stats.failed(where, exc)
+            if sampled:
+                stats.end_sample(step, started, run_seconds, False)
+            raise
+        if sampled:
+            stats.end_sample(step, started, run_seconds, True)
+        return None if shape is None else _nest.pack(shape, values)
+
+    def _gather(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions, requests: Sequence[Any]
+    ) -> tuple[Sequence[Hashable], Any, dict[int, Any] | None, Mapping[Any, Any] | None, RunOptions]:
+        """The one run the step makes of the caller's fetches and the hooks' requests: its
+        keys, the caller's shape, each hook's shape (by hook index), the merged feeds and
+        options, when some hook asked for something. The layout of the last step is reused
+        while the requests fit it."""
+        layout = self._layout
+        if layout is None or not layout.fits(fetches, requests):
+            layout = self._layout = FetchLayout(fetches, self._before.calls, requests)
+        feeds, merged = merge_feeds_and_options(self._before.calls, requests, feed_dict, options)
+        return layout.keys, layout.caller_shape, layout.shapes or None, feeds, merged
+
+
+def _after_run_args(
+    calls: Sequence[Call], ctx: SessionRunContext, shapes: dict[int, Any] | None, values: Sequence[Any],
+    nothing: SessionRunValues,
+) -> list[tuple[Any, ...]]:
+    """Each after_run call's ``(run_context, run_values)``: exactly the structure its hook
+    fetched, or ``nothing`` (``results`` None) if it fetched nothing (``shapes``: each
+    fetching hook's structure by hook index; ``None`` when no hook fetched anything)."""
+    if shapes is None:
+        return [(ctx, nothing)] * len(calls)
+    _, options, metadata, step = nothing
+    return [
+        (ctx, nothing if call.index not in shapes else _new_tuple(
+            SessionRunValues, (_nest.pack(shapes[call.index], values), options, metadata, step)
+        ))
+        for call in calls
+    ]
+
+
+def _raw_run(
+    raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
+) -> Awaitable[Any]:
+    """The raw session's run of one step, to be awaited by the step itself (a coroutine
+    layer of its own would cost about 0.1 us a step); the step checks the values it
+    returns: one per key (``_checked``)."""
+    if options is DEFAULT_OPTIONS:
+        return raw.run(keys, feeds, options, metadata)  # type: ignore[no-any-return]
+    return _run_with_options(raw, keys, feeds, options, metadata)
+
+
+def _checked(raw: Any, keys: Sequence[Hashable], values: Any) -> Sequence[Any]:
+    """The raw session's values, checked against the keys."""
+    if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+        values = check_values(raw, keys, values)
+    return values  # type: ignore[no-any-return]
+
+
+async def _run_with_options(
+    raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
+) -> Any:
+    """The raw run with a timeout (``DeadlineExceededError``) and a span when traced."""
+    start = anyio.current_time() if options.trace else 0.0
+    try:
+        if options.timeout is None:
+            return await raw.run(keys, feeds, options, metadata)
+        with anyio.move_on_after(options.timeout) as scope:
+            values = await raw.run(keys, feeds, options, metadata)
+        if scope.cancel_called:  # cancelled in time, or a run that held on past the deadline
+            raise DeadlineExceededError(
+                f"{type(raw).__name__}.run took longer than RunOptions.timeout={options.timeout}s"
+                + ("" if scope.cancelled_caught else " (it returned late; its values are discarded)")
+            )
+        return values
+    finally:
+        if options.trace:
+            metadata.timings.append(TimingRecord("run", "run", start, anyio.current_time()))
+
+
+def step_context_hooks(hooks: Sequence[object]) -> tuple[object, ...]:
+    """The hooks with a ``step_context`` method, in list order (decided once, at freeze time)."""
+    found = []
+    for index, hook in enumerate(hooks):
+        method = getattr(hook, "step_context", None)
+        if method is None:
+            continue
+        if not callable(method):
+            raise TypeError(f"hooks[{index}] ({type(hook).__name__}): step_context is not callable")
+        found.append(hook)
+    return tuple(found)

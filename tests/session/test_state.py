@@ -1,0 +1,29 @@
+"""The monitored session's states: ``move`` allows exactly the changes ``TRANSITIONS`` lists."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from hookrun._session._state import CLOSABLE, STEPPABLE, TRANSITIONS, State, move
+
+
+def test_every_state_has_its_changes_listed() -> None:
+    assert set(TRANSITIONS) == set(State)
+    assert {State.OPEN, State.RECOVERING, State.BROKEN} == STEPPABLE
+
+
+@pytest.mark.parametrize(("current", "new"), list(itertools.product(State, State)))
+def test_move_allows_only_the_listed_changes(current: State, new: State) -> None:
+    if new in TRANSITIONS[current]:
+        assert move(current, new) is new
+    else:
+        with pytest.raises(RuntimeError, match=f"cannot go from {current.name} to {new.name}"):
+            move(current, new)
+
+
+def test_closed_is_final_and_every_state_but_new_closes() -> None:
+    assert TRANSITIONS[State.CLOSED] == frozenset()
+    assert {state for state, changes in TRANSITIONS.items() if State.CLOSED in changes} == CLOSABLE
+    assert STEPPABLE | {State.ENTERING} == CLOSABLE
