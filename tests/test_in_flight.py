@@ -35,11 +35,10 @@ def feeds(n: int) -> list[dict[str, int]]:
 async def test_after_run_comes_in_step_order_when_runs_complete_out_of_order() -> None:
     """Runs ending 3rd, 2nd, 1st: after_run still comes for steps 1, 2, 3, and results in feed order."""
     gates, hook = Gates(), Recorder()
-    async with MonitoredSession(GatedCreator(gates), [hook], max_in_flight=3) as sess:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(release_in_order, gates, [2, 1, 0], 3)
-            with anyio.fail_after(10):
-                results = [r async for r in sess.iterate("y", feeds(3))]
+    async with MonitoredSession(GatedCreator(gates), [hook], max_in_flight=3) as sess, anyio.create_task_group() as tg:
+        tg.start_soon(release_in_order, gates, [2, 1, 0], 3)
+        with anyio.fail_after(10):
+            results = [r async for r in sess.iterate("y", feeds(3))]
     assert gates.finished == [2, 1, 0]
     assert results == [0, 1, 2]
     assert hook.steps("before") == [0, 1, 2]
@@ -50,11 +49,10 @@ async def test_after_run_comes_in_step_order_when_runs_complete_out_of_order() -
 async def test_unordered_iterate_yields_as_runs_complete() -> None:
     """ordered=False yields each result when its run ends; after_run still comes in step order."""
     gates, hook = Gates(), Recorder()
-    async with MonitoredSession(GatedCreator(gates), [hook], max_in_flight=3) as sess:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(release_in_order, gates, [2, 0, 1], 3)
-            with anyio.fail_after(10):
-                results = [r async for r in sess.iterate("y", feeds(3), ordered=False)]
+    async with MonitoredSession(GatedCreator(gates), [hook], max_in_flight=3) as sess, anyio.create_task_group() as tg:
+        tg.start_soon(release_in_order, gates, [2, 0, 1], 3)
+        with anyio.fail_after(10):
+            results = [r async for r in sess.iterate("y", feeds(3), ordered=False)]
     assert results == [2, 0, 1]
     assert hook.steps("after") == [1, 2, 3]
 
@@ -171,11 +169,10 @@ async def test_a_stop_drains_the_steps_in_flight() -> None:
         def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
             run_context.request_stop()
 
-    async with MonitoredSession(GatedCreator(gates), [StopAtFirst(), hook], max_in_flight=3) as sess:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(release_in_order, gates, [0, 1, 2], 3)
-            with anyio.fail_after(10):
-                results = [r async for r in sess.iterate("y", feeds(10))]
+    async with MonitoredSession(GatedCreator(gates), [StopAtFirst(), hook], max_in_flight=3) as sess, anyio.create_task_group() as tg:
+        tg.start_soon(release_in_order, gates, [0, 1, 2], 3)
+        with anyio.fail_after(10):
+            results = [r async for r in sess.iterate("y", feeds(10))]
     assert results == [0, 1, 2]
     assert hook.steps("after") == [1, 2, 3]
     assert hook.ends == 1
