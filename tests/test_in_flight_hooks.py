@@ -180,3 +180,31 @@ async def test_monitored_training_session_with_lanes_checkpoints_and_resumes(tmp
                 results = [r async for r in sess.iterate("y")]
             assert await sess.global_step() == last
         assert results == [1] * (last if last == 6 else 4)  # the second run resumed at step 6
+
+
+async def test_a_coordinator_stop_admits_nothing_more_and_drains() -> None:
+    """A stop requested on a lane's coordinator: the steps in flight finish, nothing more is admitted."""
+    gates, hook = Gates(), Recorder()
+
+    class StopViaCoordinator(SessionRunHook):
+        overlapping_steps = True
+
+        def __init__(self) -> None:
+            self.coords: list[Any] = []
+
+        def after_create_session(self, session: Any, coord: Any) -> None:
+            self.coords.append(coord)
+
+        def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+            if run_values.global_step == 1:
+                self.coords[-1].request_stop()
+
+    sess = MonitoredSession(GatedCreator(gates), [StopViaCoordinator(), hook], max_in_flight=3)
+    async with sess, anyio.create_task_group() as tg:
+        tg.start_soon(release_in_order, gates, [0, 1, 2], 3)
+        with anyio.fail_after(10):
+            results = [r async for r in sess.iterate("y", feeds(10))]
+        assert sess.should_stop()
+    assert results == [0, 1, 2]
+    assert hook.steps("after") == [1, 2, 3]
+    assert hook.ends == 1
