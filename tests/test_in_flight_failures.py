@@ -298,3 +298,39 @@ async def test_a_checkpoint_saved_in_after_run_is_a_consistent_cut(tmp_path: Pat
         assert restored.state["global_step"] == info.step
         (hook_state,) = [state for key, state in restored.state["hooks"].items() if "Counted" in key]
         assert hook_state == {"count": info.step}  # the hooks saw exactly the steps up to it
+
+
+async def test_a_recoverable_error_in_after_run_re_runs_the_step_with_its_number() -> None:
+    """after_run of step 2 raises AbortedError: its lane is re-created, the step re-run; the
+    counter moves once for it and the steps after it wait, in order."""
+    from hookrun.testing import FaultyHook
+
+    gates, hook = Gates(), Recorder()
+    gates.open_all = True
+    creator = GatedCreator(gates)
+    faulty = FaultyHook("after_run", AbortedError("lost in after_run"), at=1)
+    async with MonitoredSession(creator, [hook, faulty], retry=NO_WAIT, max_in_flight=3) as sess:
+        with anyio.fail_after(10):
+            assert [r async for r in sess.iterate("y", feeds(5))] == list(range(5))
+        assert await sess.global_step() == 5
+    assert hook.steps("after") == [1, 2, 2, 3, 4, 5]  # step 2's after_run again, same number
+    assert hook.steps("before").count(1) == 2  # its before_run again, with the same number
+    assert len(creator.sessions) == 4
+
+
+async def test_a_hook_error_at_admission_cancels_the_steps_in_flight() -> None:
+    """before_run of the third step raises: the two steps in flight are cancelled, iterate raises it."""
+    from hookrun.testing import FaultyHook
+
+    gates, hook = Gates(), Recorder()
+    creator = GatedCreator(gates)
+    faulty = FaultyHook("before_run", ValueError("bad hook"), at=2)
+    with pytest.raises(ValueError, match="bad hook"):
+        async with MonitoredSession(creator, [hook, faulty], max_in_flight=3) as sess:
+            with anyio.fail_after(10):
+                async for _ in sess.iterate("y", feeds(5)):
+                    pass
+    assert sorted(gates.started) == [0, 1]
+    assert gates.finished == []
+    assert hook.steps("after") == []
+    assert [s.closed for s in creator.sessions] == [1, 1, 1]
