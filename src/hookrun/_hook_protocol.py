@@ -54,9 +54,19 @@ class SessionRunHook:
     class attribute ``traces_before_run = True``: the session then times every
     ``before_run`` call, so a traced step also holds the ``before_run`` spans
     (timing them costs a little on every step, so it is opt-in).
+
+    A hook that is right when steps overlap (a session made with
+    ``max_in_flight > 1``, where the ``before_run`` of later steps may come
+    between a step's ``before_run`` and its ``after_run``) sets the class
+    attribute ``overlapping_steps = True``: it keeps no per-step state on itself
+    from one to the other (it carries it in ``run_context.step_state``). Such a
+    session refuses a hook that does not say so.
     """
 
     traces_before_run = False
+
+    #: Whether the hook is right when steps overlap (see the class docstring).
+    overlapping_steps = False
 
     def begin(self) -> object:
         """Called once, before the first session is created."""
@@ -207,7 +217,9 @@ class SessionRunContext:
     will stop after this step even if another hook then raises.
     """
 
-    __slots__ = ("_args", "_on_stop", "_stop_requested", "global_step", "session")
+    __slots__ = ("_args", "_on_stop", "_step_state", "_stop_requested", "global_step", "session")
+
+    _step_state: dict[object, Any]  # set on first use (``step_state``): a step pays nothing for it
 
     def __init__(
         self,
@@ -229,6 +241,18 @@ class SessionRunContext:
         if type(args) is not SessionRunArgs:
             args = self._args = SessionRunArgs(*args)
         return args
+
+    @property
+    def step_state(self) -> dict[object, Any]:
+        """A dict that lives as long as this step: where a hook keeps what its ``before_run``
+        computed for its ``after_run`` (key it by the hook, ``run_context.step_state[self]``),
+        so the hook stays right when steps overlap."""
+        try:
+            return self._step_state
+        except AttributeError:
+            state: dict[object, Any] = {}
+            self._step_state = state
+            return state
 
     @property
     def stop_requested(self) -> bool:

@@ -13,6 +13,9 @@ module                owns
 ``_recovering.py``    ``Recovering``: creating a session; replacing a failed one
 ``_stepping.py``      ``Stepping``: the step bodies (no state changes)
 ``_state.py``         ``State``, its changes (``move``)
+``_in_flight*.py``    steps in flight (``max_in_flight > 1``): the engine the entry
+                      points are handed to at construction; ``_lanes.py`` and
+                      ``_lane_sessions.py`` hold its lanes and their raw sessions
 ====================  ================================================================
 
 The states (NEW, ENTERING, OPEN, RECOVERING, BROKEN, CLOSED), what each means and which changes
@@ -49,10 +52,17 @@ from .._global_step import LocalStepCounter, StepCounter
 from .._hook_protocol import RunMetadata, RunOptions, check_feed_dict
 from .._observe._report import SessionStatistics
 from .._observe._statistics import Collector, StatisticsOptions, statistics_options
-from .._validate import check_seconds, check_step_counter, exception_types, refuse_awaitable
+from .._validate import (
+    check_flag,
+    check_seconds,
+    check_step_counter,
+    exception_types,
+    refuse_awaitable,
+)
 from ._checks import check_step_fn
 from ._exits import ExitHooks
 from ._factories import creator_function
+from ._in_flight_setup import check_max_in_flight, install_in_flight, with_occupancy
 from ._iterate import StepIterator, check_feeds
 from ._lifecycle import Lifecycle
 from ._recovering import Recovering
@@ -111,9 +121,11 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         retry: RetryPolicy | None = None,
         recoverable: Iterable[type[BaseException]] = (),
         statistics: bool | StatisticsOptions = True,
+        max_in_flight: int = 1,
     ) -> None:
         self._create_session = creator_function(session_creator)
         self.hooks = hook_list(hooks)
+        self.max_in_flight = check_max_in_flight(type(self).__name__, max_in_flight, self.hooks)
         check_seconds("stop_grace_period", stop_grace_period, allow_zero=True)
         if hook_timeout is not None:
             check_seconds("hook_timeout", hook_timeout, allow_zero=False)
@@ -173,6 +185,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
                     f"{type(party).__name__}.bind_session returned an awaitable: it is called once, "
                     "synchronously, when the monitored session is constructed; make it a plain method",
                 )
+        if max_in_flight > 1:  # steps in flight: the entry points are the engine's (``_in_flight.py``)
+            install_in_flight(self, session_creator, max_in_flight)
 
     def __repr__(self) -> str:
         names = ", ".join(hook_name(hook) for hook in self.hooks)
@@ -182,7 +196,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
 
     def raw_session(self) -> Any:
         """The current raw session (runs on it bypass the hooks), or ``None`` when there is
-        none: before ``async with``, once closed, or after re-creating it failed."""
+        none: before ``async with``, once closed, or after re-creating it failed. With
+        ``max_in_flight > 1``: the first lane's that has one (also the one ``end`` receives)."""
         return self._raw
 
     @property
@@ -206,7 +221,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
                 f"{type(self).__name__} was made with statistics=False; pass statistics=True "
                 "(the default) or a hookrun.StatisticsOptions to keep them"
             )
-        return self._stats.snapshot()
+        snapshot = self._stats.snapshot()
+        return snapshot if self.max_in_flight == 1 else with_occupancy(self, snapshot)
 
     def _step_now(self) -> int | None:
         """The global step for log lines, when it can be read without awaiting."""
@@ -285,7 +301,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
             if self._step_done is not None:  # a close from another task waits for this step
                 self._step_done.set()
 
-    def iterate(self, fetches: object = None, feeds: object = None) -> StepIterator:
+    def iterate(self, fetches: object = None, feeds: object = None, *, ordered: bool = True) -> StepIterator:
         """Run one step per item of ``feeds`` and yield each step's results (``async for``).
 
         ``feeds`` (the second argument: the first is the fetches) is an iterable or
@@ -293,7 +309,11 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         until a stop is requested. Ends when the feeds run out, when ``should_stop()``
         is true, or when a step raises a clean-stop exception (``OutOfRangeError``,
         ``anyio.EndOfStream``...), which also stops the session.
+
+        With ``max_in_flight=N > 1`` up to N steps are in flight and their results come in
+        feed order, or as they complete with ``ordered=False``.
         """
+        check_flag("iterate(): ordered", ordered)
         if self._state not in _STEPPABLE:
             self._admit("iterate()")
         check_feeds(feeds, fetches)
@@ -330,6 +350,9 @@ class MonitoredSession(_MonitoredSessionBase):
     ``UnavailableError`` and ``recoverable``) re-create the session and re-run
     the whole call, following ``retry``. ``statistics`` (on by default) keeps
     what :meth:`statistics` returns: ``False`` or a ``StatisticsOptions``.
+    ``max_in_flight=N > 1`` runs up to N steps at once, each on a lane with its own
+    raw session (see "Steps in flight" in the docs); every hook must then declare
+    ``overlapping_steps = True``.
     """
 
     _recovers = True
@@ -345,6 +368,7 @@ class MonitoredSession(_MonitoredSessionBase):
         step_counter: StepCounter | None = None,
         hook_timeout: float | None = None,
         statistics: bool | StatisticsOptions = True,
+        max_in_flight: int = 1,
     ) -> None:
         super().__init__(
             session_creator,
@@ -355,6 +379,7 @@ class MonitoredSession(_MonitoredSessionBase):
             retry=retry,
             recoverable=recoverable,
             statistics=statistics,
+            max_in_flight=max_in_flight,
         )
 
     async def __aenter__(self) -> MonitoredSession:
@@ -374,6 +399,7 @@ class SingularMonitoredSession(_MonitoredSessionBase):
         step_counter: StepCounter | None = None,
         hook_timeout: float | None = None,
         statistics: bool | StatisticsOptions = True,
+        max_in_flight: int = 1,
     ) -> None:
         super().__init__(
             session_creator,
@@ -382,6 +408,7 @@ class SingularMonitoredSession(_MonitoredSessionBase):
             step_counter=step_counter,
             hook_timeout=hook_timeout,
             statistics=statistics,
+            max_in_flight=max_in_flight,
         )
 
     async def __aenter__(self) -> SingularMonitoredSession:
