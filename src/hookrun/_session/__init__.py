@@ -6,7 +6,12 @@ hook's ``on_exception`` on an exit without ``end`` (``_exits.py``), creating the
 session and recovering from a failed one (``_recovering.py``) under a ``RetryPolicy``
 (``_retry.py``), one step (``_stepping.py``) and the notes that name its culprit
 (``_diagnose.py``), ``iterate`` (``_iterate.py``), which session a per-session hook
-serves (``_serving.py``), the checks of what the user hands it (``_checks.py``); and
+serves (``_serving.py``), the checks of what the user hands it (``_checks.py``); steps
+in flight with ``max_in_flight > 1``: the lanes and the turnstile that orders the hook
+phases (``_lanes.py``), each lane's raw session (``_lane_sessions.py``), admitting and
+running the steps (``_in_flight.py``), their ``iterate`` and ``run_step_fn``
+(``_in_flight_iterate.py``, ``_in_flight_step_fn.py``) and installing them
+(``_in_flight_setup.py``); and
 the raw side: what a session and a session creator are (``_raw.py``), what a creator
 may be (``_factories.py``), closing a raw session (``_closing.py``) and lending one
 (``_borrowed.py``).
