@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import uuid
+from collections import Counter
 from typing import Any
 
 import anyio
@@ -71,6 +72,6 @@ async def test_a_lost_worker_recreates_only_the_lanes_whose_actor_it_held(dask_c
             assert creator.created == LANES + lost and hook.created == LANES + lost
     [[calls, new_pid]] = results
     assert calls == 1 and new_pid != killed  # re-run on the lane's new actor
-    kept = [pid for pid in before if pid != killed]
-    assert sorted(pid for pid in after if pid in kept) == sorted(kept)  # the other lanes kept theirs
-    assert killed not in after
+    kept = Counter(pid for pid in before if pid != killed)
+    assert kept <= Counter(after)  # the other lanes kept their actors
+    assert new_pid in after and killed not in after  # (a new actor may be on the other worker)
