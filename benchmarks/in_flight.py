@@ -210,7 +210,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--engine", choices=("dask", "ray"), help="items per second on a local cluster instead")
     p.add_argument("--backends", default="asyncio,uvloop,trio", help="comma-separated: asyncio,uvloop,trio")
     p.add_argument("--rounds", type=int, help="rounds (default 7, --engine 3, --quick 1)")
-    p.add_argument("--items", type=int, help="--engine: items per run (default 120 for Dask, 160 for Ray)")
+    p.add_argument("--items", type=int, help="--engine: items per run (default 80 for Dask, 120 for Ray)")
+    p.add_argument("--work-ms", type=float, help="--engine: the step's work on its worker or actor, ms (default 50)")
     p.add_argument("--quick", action="store_true", help="a smoke run on tiny sizes")
     p.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True, help="pin to the last CPU (in process)")
     p.add_argument("--json", metavar="PATH", help="write the JSON here (the table then goes to stdout)")
@@ -221,6 +222,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.rounds = 1 if args.quick else 3 if args.engine else 7
     if args.rounds < 1 or (args.items is not None and args.items < 1):
         p.error("--rounds and --items must be >= 1")
+    if args.work_ms is not None and args.work_ms < 0:
+        p.error("--work-ms must be >= 0")
     return args
 
 
