@@ -98,12 +98,19 @@ async def main(
     return sink.contents()
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--items", type=int, default=50)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds of work per item")
-    parser.add_argument("--in-flight", type=int, default=4, help="items in flight at once (lanes)")
+    parser.add_argument("--in-flight", type=_positive, default=4, help="items in flight at once (lanes)")
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     args = parser.parse_args()
     outputs = anyio.run(main, args.workdir, args.items, args.delay, True, args.in_flight, backend=args.backend)

@@ -53,12 +53,13 @@ async def test_flaky_recovery_recreates_sessions() -> None:
     assert len(answers) == 8 and created == 3 and step == 8
 
 
-async def test_resumable_pipeline_writes_every_output_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_flight", [1, 4])
+async def test_resumable_pipeline_writes_every_output_once(tmp_path: Path, in_flight: int) -> None:
     """Run to the end, then again: the second run resumes at the end and changes nothing."""
-    outputs = await resumable_pipeline.main(tmp_path, items=12)
+    outputs = await resumable_pipeline.main(tmp_path, items=12, in_flight=in_flight)
     expected = {f"item-{i:05d}": f"item-{i:05d}".upper()[::-1] for i in range(12)}
     assert outputs == expected
-    assert await resumable_pipeline.main(tmp_path, items=12) == expected
+    assert await resumable_pipeline.main(tmp_path, items=12, in_flight=in_flight) == expected
     latest = hookrun.latest_checkpoint(tmp_path / "checkpoints")
     assert latest is not None and latest.endswith("ckpt-12")
 
