@@ -275,3 +275,26 @@ async def test_a_lane_lost_mid_run_under_a_restoring_creator_rolls_nothing_back(
                                 max_in_flight=3) as sess:
         assert await sess.global_step() == 12
     assert again.loaded == [12]
+
+
+async def test_a_checkpoint_saved_in_after_run_is_a_consistent_cut(tmp_path: Path) -> None:
+    """Runs ending out of order, a checkpoint at every after_run: each holds its step and the
+    hooks' state after exactly that many steps, whatever was still in flight."""
+    from hookrun import Checkpointer
+
+    gates, counted = Gates(), Counted()
+    saver = CheckpointSaverHook(checkpoint_dir=tmp_path, save_steps=1, max_to_keep=None)
+    sess = MonitoredSession(GatedCreator(gates), [saver, counted], max_in_flight=3)
+    async with sess, anyio.create_task_group() as tg:
+        tg.start_soon(release_in_order, gates, [2, 1, 0, 4, 3, 5], 3)
+        with anyio.fail_after(10):
+            assert [r async for r in sess.iterate("y", feeds(6))] == list(range(6))
+    checkpointer = Checkpointer(tmp_path)
+    infos = checkpointer.all()
+    assert [info.step for info in infos] == [0, 1, 2, 3, 4, 5, 6]
+    for info in infos:
+        restored = await checkpointer.restore(info.path)
+        assert restored is not None
+        assert restored.state["global_step"] == info.step
+        (hook_state,) = [state for key, state in restored.state["hooks"].items() if "Counted" in key]
+        assert hook_state == {"count": info.step}  # the hooks saw exactly the steps up to it

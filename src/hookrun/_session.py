@@ -193,7 +193,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
 
     def raw_session(self) -> Any:
         """The current raw session (runs on it bypass the hooks), or ``None`` when there is
-        none: before ``async with``, once closed, or after re-creating it failed."""
+        none: before ``async with``, once closed, or after re-creating it failed. With
+        ``max_in_flight > 1``: the first lane's that has one (also the one ``end`` receives)."""
         return self._raw
 
     @property
