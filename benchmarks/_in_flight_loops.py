@@ -1,5 +1,6 @@
-"""The timed loops of ``python -m benchmarks.in_flight``: hookrun with steps in flight, and
-the hand-written anyio loop it is compared with.
+"""The timed loops of ``python -m benchmarks.in_flight``: hookrun with steps in flight (its
+``iterate``, and ``run`` awaited from N tasks), and the hand-written anyio loop it is
+compared with.
 
 Both drive the same raw session (``SleepSession``: each run is an in-process sleep
 standing for a remote step) under the same hooks (``hook_set``: 10 async no-op
@@ -29,7 +30,7 @@ from hookrun.hooks import StepCounterHook
 
 from ._harness import Case, Timing, clock, timed
 
-__all__ = ["NOOP_HOOKS", "NoopHook", "SleepSession", "baseline_case", "hook_set", "hookrun_case"]
+__all__ = ["NOOP_HOOKS", "NoopHook", "SleepSession", "baseline_case", "hook_set", "hookrun_case", "tasks_case"]
 
 #: The async no-op hooks of every case (a ``StepCounterHook`` comes on top).
 NOOP_HOOKS = 10
@@ -102,6 +103,37 @@ def hookrun_case(name: str, seconds: float, in_flight: int, steps: int) -> Case:
             elapsed = timed(start)
         if i != n:
             raise RuntimeError(f"{name}: {i} of {n} steps ran")
+        return elapsed
+
+    return Case(name, sample, n=steps)
+
+
+def tasks_case(name: str, seconds: float, in_flight: int, steps: int) -> Case:
+    """The same session driven by ``in_flight`` tasks, each awaiting ``session.run`` on the
+    next feed (results as each run returns, not re-ordered)."""
+
+    async def sample(n: int) -> Timing:
+        feeds = iter(_feeds(n))
+        ran = 0
+
+        async def caller() -> None:
+            nonlocal ran
+            for feed in feeds:
+                (y,) = await session.run(FETCHES, feed)
+                if y != feed["x"]:
+                    raise _wrong(feed["x"], y)
+                ran += 1
+
+        session = MonitoredSession(lambda: SleepSession(seconds), hook_set(), max_in_flight=in_flight)
+        async with session:
+            gc.collect()
+            start = clock()
+            async with anyio.create_task_group() as tg:
+                for _ in range(in_flight):
+                    tg.start_soon(caller)
+            elapsed = timed(start)
+        if ran != n:
+            raise RuntimeError(f"{name}: {ran} of {n} steps ran")
         return elapsed
 
     return Case(name, sample, n=steps)

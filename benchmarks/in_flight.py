@@ -10,6 +10,8 @@ feed order:
 
 * ``hookrun_<ms>ms_n<N>``: ``MonitoredSession(..., max_in_flight=N)`` and
   ``async for ... in session.iterate(fetches, feeds)``;
+* ``tasks_<ms>ms_n<N>``: the same session, ``run`` awaited from N tasks (results as
+  they come, not re-ordered);
 * ``loop_<ms>ms_n<N>``: the hand-written anyio loop: a task group, a semaphore of
   N, the same hooks awaited inline before and after each run, results re-ordered
   by index.
@@ -43,7 +45,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``hook
 import anyio
 
 from ._harness import Case, Measurement, RoundFn, emit, machine_info, measure, pin_cpu
-from ._in_flight_loops import baseline_case, hookrun_case
+from ._in_flight_loops import baseline_case, hookrun_case, tasks_case
 from .report import DASH, fmt, fmt_stats
 
 __all__ = ["main"]
@@ -72,7 +74,11 @@ def cases(steps: Mapping[tuple[float, int], int]) -> list[Case]:
     out = []
     for shape in SHAPES:
         name = shape_name(*shape)
-        out += [hookrun_case(f"hookrun_{name}", *shape, steps[shape]), baseline_case(f"loop_{name}", *shape, steps[shape])]
+        out += [
+            hookrun_case(f"hookrun_{name}", *shape, steps[shape]),
+            tasks_case(f"tasks_{name}", *shape, steps[shape]),
+            baseline_case(f"loop_{name}", *shape, steps[shape]),
+        ]
     return out
 
 
@@ -91,7 +97,7 @@ def summarise(m: Measurement) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for seconds, n in SHAPES:
         name = shape_name(seconds, n)
-        ours, loop = f"hookrun_{name}", f"loop_{name}"
+        ours, tasks, loop = f"hookrun_{name}", f"tasks_{name}", f"loop_{name}"
         ideal = n / seconds
         out[name] = {
             "steps": m.steps[ours],
@@ -101,7 +107,9 @@ def summarise(m: Measurement) -> dict[str, Any]:
             "hookrun_efficiency": m.derive(_rate(ours, ideal)),
             "loop_efficiency": m.derive(_rate(loop, ideal)),
             "hookrun_over_loop": m.derive(_over(ours, loop)),
-            "cpu_share": {"hookrun": m.share(ours), "loop": m.share(loop)},
+            "tasks_steps_per_s": m.derive(_rate(tasks)),
+            "tasks_efficiency": m.derive(_rate(tasks, ideal)),
+            "cpu_share": {"hookrun": m.share(ours), "tasks": m.share(tasks), "loop": m.share(loop)},
         }
     return out
 
@@ -167,6 +175,7 @@ def render(result: Mapping[str, Any]) -> str:
             for name, d in data.items():
                 lines.append(
                     f"    {name:<10} hookrun {fmt_stats(d['hookrun_steps_per_s'])} ({fmt_stats(d['hookrun_efficiency'])}), "
+                    f"run() from N tasks {fmt_stats(d['tasks_steps_per_s'])} ({fmt_stats(d['tasks_efficiency'])}), "
                     f"loop {fmt_stats(d['loop_steps_per_s'])} ({fmt_stats(d['loop_efficiency'])}); "
                     f"hookrun / loop {fmt_stats(d['hookrun_over_loop'])}"
                 )
@@ -187,8 +196,9 @@ def markdown(result: Mapping[str, Any]) -> str:
         f"{meta['pinned_cpus']}; load average {meta['load_average'][0]:.2f} at the start, "
         f"{meta['load_average_after'][0]:.2f} at the end; run took {meta['duration_s']} s.",
         "",
-        "| backend | step, N | hookrun, steps/s | hand-written loop, steps/s | hookrun efficiency | loop efficiency | hookrun / loop |",
-        "|---|---|---|---|---|---|---|",
+        "| backend | step, N | hookrun `iterate`, steps/s | hand-written loop, steps/s | `iterate` efficiency "
+        "| loop efficiency | `iterate` / loop | `run()` from N tasks, efficiency |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for backend, data in result["backends"].items():
         for name, d in data.items():
@@ -196,7 +206,7 @@ def markdown(result: Mapping[str, Any]) -> str:
             lines.append(
                 f"| {backend} | {ms.removesuffix('ms')} ms, {n} | {_cell(d['hookrun_steps_per_s'])} | "
                 f"{_cell(d['loop_steps_per_s'])} | {_cell(d['hookrun_efficiency'])} | "
-                f"{_cell(d['loop_efficiency'])} | {_cell(d['hookrun_over_loop'])} |"
+                f"{_cell(d['loop_efficiency'])} | {_cell(d['hookrun_over_loop'])} | {_cell(d['tasks_efficiency'])} |"
             )
     return "\n".join(lines)
 
