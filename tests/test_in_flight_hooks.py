@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from hookrun import (
@@ -155,3 +156,55 @@ async def test_aclose_from_inside_a_step_is_refused() -> None:
     async with sess:
         with anyio.fail_after(10), pytest.raises(RuntimeError, match="from inside one of its own steps"):
             await sess.run("y", {"i": 1})
+
+
+async def test_monitored_training_session_with_lanes_checkpoints_and_resumes(tmp_path: Any) -> None:
+    """MonitoredTrainingSession(max_in_flight=3): checkpoints at after_run; a new run resumes at the last one."""
+    from hookrun import MonitoredTrainingSession, StepSession
+    from hookrun.hooks import StopAtStepHook
+
+    def make() -> StepSession:
+        async def step(feed: Any) -> dict[str, int]:
+            await anyio.lowlevel.checkpoint()
+            return {"y": 1}
+
+        return StepSession(step)
+
+    for last in (6, 10):
+        sess = MonitoredTrainingSession(
+            make, checkpoint_dir=tmp_path, save_checkpoint_steps=2, log_step_count_steps=None,
+            hooks=[StopAtStepHook(last_step=last)], max_in_flight=3,
+        )
+        async with sess:
+            with anyio.fail_after(10):
+                results = [r async for r in sess.iterate("y")]
+            assert await sess.global_step() == last
+        assert results == [1] * (last if last == 6 else 4)  # the second run resumed at step 6
+
+
+async def test_a_coordinator_stop_admits_nothing_more_and_drains() -> None:
+    """A stop requested on a lane's coordinator: the steps in flight finish, nothing more is admitted."""
+    gates, hook = Gates(), Recorder()
+
+    class StopViaCoordinator(SessionRunHook):
+        overlapping_steps = True
+
+        def __init__(self) -> None:
+            self.coords: list[Any] = []
+
+        def after_create_session(self, session: Any, coord: Any) -> None:
+            self.coords.append(coord)
+
+        def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+            if run_values.global_step == 1:
+                self.coords[-1].request_stop()
+
+    sess = MonitoredSession(GatedCreator(gates), [StopViaCoordinator(), hook], max_in_flight=3)
+    async with sess, anyio.create_task_group() as tg:
+        tg.start_soon(release_in_order, gates, [0, 1, 2], 3)
+        with anyio.fail_after(10):
+            results = [r async for r in sess.iterate("y", feeds(10))]
+        assert sess.should_stop()
+    assert results == [0, 1, 2]
+    assert hook.steps("after") == [1, 2, 3]
+    assert hook.ends == 1

@@ -13,6 +13,9 @@ module                owns
 ``_recovering.py``    ``Recovering``: creating a session; replacing a failed one
 ``_stepping.py``      ``Stepping``: the step bodies (no state changes)
 ``_state.py``         ``State``, its changes (``move``)
+``_in_flight*.py``    steps in flight (``max_in_flight > 1``): the engine the entry
+                      points are handed to at construction; ``_lanes.py`` and
+                      ``_lane_sessions.py`` hold its lanes and their raw sessions
 ====================  ================================================================
 
 The states (NEW, ENTERING, OPEN, RECOVERING, BROKEN, CLOSED), what each means and which changes
