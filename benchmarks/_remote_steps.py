@@ -2,15 +2,16 @@
 
 * ``trivial_step``: the remote step whose round trip the hooks are compared with.
 * ``CounterWorker``: an async actor body (Ray) incrementing a shared ``RayStepCounter``.
+* ``SleepActor``: a session actor whose calls sleep (the steps-in-flight benchmark).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["CounterWorker", "trivial_step"]
+__all__ = ["CounterWorker", "SleepActor", "trivial_step"]
 
 
 def trivial_step(feed: Mapping[str, Any]) -> dict[str, Any]:
@@ -39,3 +40,15 @@ class CounterWorker:
         for _ in range(n):
             await self.counter.increment()
         return time.perf_counter() - start
+
+
+class SleepActor:
+    """A session actor whose every call sleeps ``seconds`` (the remote work) and returns
+    the feed's ``x`` for every fetch."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def run(self, fetches: Sequence[str], feed_dict: Mapping[str, Any]) -> list[Any]:
+        time.sleep(self.seconds)
+        return [feed_dict["x"] for _ in fetches]

@@ -10,18 +10,26 @@ one stopped. One worker is killed in the middle of the transform of item
 ``lose_at`` (a stand-in for a lost machine): the scheduler runs that task again on
 the other worker, and the pipeline ends with every item processed exactly once.
 
-Run it with ``python -m examples.dask_pipeline`` (it starts a two-worker
-``LocalCluster`` on 127.0.0.1 unless given ``--address``).
+With ``--in-flight N`` the session keeps up to N items in flight (``max_in_flight``:
+N lanes, each with its own ``DaskStepSession``), so N transforms can run at once on
+the cluster's workers; results still come back in the source's order, so the sink
+and the cursor see the same sequence as with one. ``--work-ms`` makes each transform
+take that long on its worker (a stand-in for real work).
+
+Run it with ``python -m examples.dask_pipeline`` (it starts a ``LocalCluster`` of
+``--workers`` worker processes, 2 by default, on 127.0.0.1 unless given ``--address``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,12 +44,23 @@ from hookrun.hooks import CheckpointSaverHook, ProgressBarHook, StepCounterHook
 
 def transform(feed: Mapping[str, Any]) -> dict[str, Any]:
     """The remote step: count the words of one item (and lose the worker once, mid-step)."""
+    if feed.get("work_s"):
+        time.sleep(feed["work_s"])  # the work of one item: its worker's thread is busy
     marker = feed.get("lose_marker")
-    if marker and not os.path.exists(marker):
-        Path(marker).touch()
+    if marker and _first(marker):
         os.kill(os.getpid(), signal.SIGKILL)  # the worker is gone in the middle of this task
     text = feed["text"]
     return {"id": feed["id"], "words": len(text.split()), "worker": os.getpid()}
+
+
+def _first(marker: str) -> bool:
+    """True for the one caller that creates ``marker`` (atomically: a re-run of the task,
+    on another worker, finds it made)."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 @dataclass
@@ -58,7 +77,7 @@ class Cursor:
         self.next = int(state["next"])
 
 
-async def source(count: int, start: int = 0) -> AsyncIterator[dict[str, Any]]:
+async def source(count: int, start: int = 0) -> AsyncGenerator[dict[str, Any], None]:
     """The async input: items with ids ``start``..count-1."""
     for number in range(start, count):
         await anyio.lowlevel.checkpoint()  # a real source would await I/O here
@@ -67,26 +86,60 @@ async def source(count: int, start: int = 0) -> AsyncIterator[dict[str, Any]]:
 
 @dataclass
 class Sink:
-    """An idempotent sink: rows keyed by item id (writing an item again overwrites it)."""
+    """An idempotent sink: rows keyed by item id (writing an item again overwrites it).
+
+    It notes when its first and its last write came, for ``items_per_second``.
+    """
 
     rows: dict[int, int] = field(default_factory=dict)
     writes: int = 0
+    first_write: float | None = None
+    last_write: float | None = None
 
     async def write(self, item_id: int, words: int) -> None:
         await anyio.lowlevel.checkpoint()  # a real sink would await I/O here
         self.writes += 1
         self.rows[item_id] = words
+        self.last_write = time.perf_counter()
+        if self.first_write is None:
+            self.first_write = self.last_write
+
+    def items_per_second(self) -> float | None:
+        """Writes per second from the first write to the last: the pipeline's rate once
+        it runs (its clients connected, its lanes made), or ``None`` before two writes."""
+        if self.first_write is None or self.last_write is None or self.last_write <= self.first_write:
+            return None
+        return (self.writes - 1) / (self.last_write - self.first_write)
+
+
+async def _feeds(
+    items: AsyncGenerator[dict[str, Any], None], work_s: float, marker: str, lose_at: int | None
+) -> AsyncGenerator[dict[str, Any], None]:
+    """The feed of each item's step: the item, its work and the marker of the lost worker."""
+    async with contextlib.aclosing(items):
+        async for item in items:
+            yield {**item, "work_s": work_s, "lose_marker": marker if item["id"] == lose_at else None}
 
 
 async def run_pipeline(
-    address: str, items: int, lose_at: int | None, checkpoint_dir: Path | None = None, sink: Sink | None = None
+    address: str,
+    items: int,
+    lose_at: int | None,
+    checkpoint_dir: Path | None = None,
+    sink: Sink | None = None,
+    *,
+    in_flight: int = 1,
+    work_s: float = 0.0,
 ) -> Sink:
     """Push every item of the source, from the cursor of the latest checkpoint in
     ``checkpoint_dir`` (a temporary directory unless given) on, through the cluster at
-    ``address`` into a sink."""
+    ``address`` into a sink, with up to ``in_flight`` items in flight, each transform
+    taking ``work_s`` seconds on its worker."""
     if checkpoint_dir is None:
         with tempfile.TemporaryDirectory() as scratch:
-            return await run_pipeline(address, items, lose_at, Path(scratch), sink)
+            return await run_pipeline(
+                address, items, lose_at, Path(scratch), sink, in_flight=in_flight, work_s=work_s
+            )
     sink = Sink() if sink is None else sink
     cursor = Cursor()
     latest = await hookrun.Checkpointer(checkpoint_dir).restore()
@@ -104,41 +157,68 @@ async def run_pipeline(
     counter = hookrun.LocalStepCounter(latest.step if latest is not None else 0)
     with tempfile.TemporaryDirectory() as scratch:
         marker = str(Path(scratch) / "worker-lost")
-        async with hookrun.MonitoredSession(create, hooks, step_counter=counter) as sess:
-            async for item in source(items, cursor.next):
-                feed = {**item, "lose_marker": marker if item["id"] == lose_at else None}
-                item_id, words = await sess.run(["id", "words"], feed)
+        feeds = _feeds(source(items, cursor.next), work_s, marker, lose_at)
+        session = hookrun.MonitoredSession(create, hooks, step_counter=counter, max_in_flight=in_flight)
+        async with contextlib.aclosing(feeds), session:
+            # One lane per item in flight; the results come in the source's order.
+            async for item_id, words in session.iterate(["id", "words"], feeds):
                 await sink.write(item_id, words)
                 cursor.next = item_id + 1  # saved by the next checkpoint
     return sink
 
 
 async def main(
-    items: int = 40, *, address: str | None = None, lose_at: int | None = 10, checkpoint_dir: Path | None = None
+    items: int = 40,
+    *,
+    address: str | None = None,
+    lose_at: int | None = 10,
+    checkpoint_dir: Path | None = None,
+    workers: int = 2,
+    in_flight: int = 1,
+    work_s: float = 0.0,
 ) -> Sink:
-    """Run the pipeline (on a fresh two-worker LocalCluster unless ``address`` is given),
-    resuming from ``checkpoint_dir`` (a temporary directory unless given)."""
+    """Run the pipeline (on a fresh LocalCluster of ``workers`` workers unless ``address``
+    is given), resuming from ``checkpoint_dir`` (a temporary directory unless given)."""
+    run = functools.partial(run_pipeline, checkpoint_dir=checkpoint_dir, in_flight=in_flight, work_s=work_s)
     if address is not None:
-        return await run_pipeline(address, items, lose_at, checkpoint_dir)
+        return await run(address, items, lose_at)
     from distributed import LocalCluster
 
     start = functools.partial(
-        LocalCluster, n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+        LocalCluster, n_workers=workers, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
     )
     cluster = await anyio.to_thread.run_sync(start)
     try:
-        sink = await run_pipeline(cluster.scheduler_address, items, lose_at, checkpoint_dir)
+        sink = await run(cluster.scheduler_address, items, lose_at)
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(cluster.close)
     return sink
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=40)
     parser.add_argument("--address")
+    parser.add_argument("--workers", type=_positive, default=2, help="workers of the LocalCluster started")
+    parser.add_argument("--in-flight", type=_positive, default=1, help="items in flight at once (lanes)")
+    parser.add_argument("--work-ms", type=float, default=0.0, help="milliseconds of work per item, on its worker")
     parser.add_argument("--backend", default="asyncio")
     options = parser.parse_args()
-    sink = anyio.run(functools.partial(main, options.items, address=options.address), backend=options.backend)
-    print(f"{len(sink.rows)} items written, {sink.writes} writes, {sum(sink.rows.values())} words")
+    run = functools.partial(
+        main, options.items, address=options.address, workers=options.workers,
+        in_flight=options.in_flight, work_s=options.work_ms / 1000,
+    )
+    sink = anyio.run(run, backend=options.backend)
+    rate = sink.items_per_second()
+    print(
+        f"{len(sink.rows)} items written, {sink.writes} writes, {sum(sink.rows.values())} words"
+        + (f", {rate:.1f} items/s" if rate is not None else "")
+    )

@@ -13,6 +13,12 @@ in the middle of its first step (a stand-in for a lost machine): that worker
 re-creates its session and carries on. Each process prints one JSON line: its steps, sessions, first and last
 step, and its model's update count.
 
+With ``--in-flight N`` each process keeps N steps in flight (``max_in_flight``): N
+lanes, each with its own actor, so N remote steps of one process run at once. A
+lost actor is re-created on its own lane (worker 1 then has N + 1 sessions); the
+chief's checkpoints hold the state of the actor that ran the checkpointed step,
+and every lane's new actor is restored from it.
+
 Run it with ``python -m examples.ray_workers`` (it starts a local Ray listening on
 127.0.0.1 only unless one is running; pass ``--address`` to use a running cluster,
 ``--checkpoint-dir`` to keep the checkpoints, ``--workers 0`` for the chief alone).
@@ -60,8 +66,7 @@ class Model:
     def run(self, fetches: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
         self.calls += 1
         time.sleep(STEP_SECONDS)
-        if self.lose_marker and self.calls == 1 and not os.path.exists(self.lose_marker):
-            Path(self.lose_marker).touch()
+        if self.lose_marker and self.calls == 1 and _first(self.lose_marker):
             os.kill(os.getpid(), signal.SIGKILL)  # the machine is gone, mid-step
         self.weight *= 0.9
         self.updates += 1
@@ -75,9 +80,21 @@ class Model:
         self.weight, self.updates = float(state["weight"]), int(state["updates"])
 
 
+def _first(marker: str) -> bool:
+    """True for the one actor that creates ``marker`` (atomically: with steps in flight,
+    several first calls may get here at once)."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 class Report(hookrun.SessionRunHook):
     """Counts this process's sessions and steps, and remembers its first and last global
-    step and its model's last update count."""
+    step and its model's last update count (of the actor that ran the last step)."""
+
+    overlapping_steps = True  # it keeps nothing from a step's before_run to its after_run
 
     def __init__(self) -> None:
         self.sessions = 0
@@ -100,7 +117,8 @@ class Report(hookrun.SessionRunHook):
 
 
 async def work(
-    role: str, index: int, counter_name: str, last_step: int, checkpoint_dir: str, lose_marker: str | None
+    role: str, index: int, counter_name: str, last_step: int, checkpoint_dir: str, lose_marker: str | None,
+    in_flight: int = 1,
 ) -> dict[str, Any]:
     """One process of the job: the chief (index 0), which checkpoints, or a worker."""
     report = Report()
@@ -112,7 +130,7 @@ async def work(
         RayActorSessionCreator(Model, role, lose_marker) as creator,
         RayStepCounter(counter_name) as counter,
         hookrun.MonitoredTrainingSession(
-            creator.create_session,  # one actor per session, restored by the chief
+            creator.create_session,  # one actor per session (per lane), restored by the chief
             is_chief=index == 0,
             checkpoint_dir=checkpoint_dir,  # the chief saves and restores here
             save_checkpoint_steps=5,
@@ -123,10 +141,11 @@ async def work(
             hooks=hooks,
             step_counter=counter,
             retry=retry,
+            max_in_flight=in_flight,  # lanes: steps of this process in flight at once
         ) as sess,
     ):
-        while not sess.should_stop():
-            await sess.run("loss")
+        async for _ in sess.iterate("loss"):  # up to in_flight steps at a time, until a stop
+            pass
     return {
         "role": role, "steps": report.steps, "sessions": report.sessions,
         "first_step": report.first_step, "last_step": report.last_step, "updates": report.updates,
@@ -134,16 +153,18 @@ async def work(
 
 
 async def main(
-    last_step: int = 30, address: str | None = None, checkpoint_dir: str | None = None, workers: int = 2
+    last_step: int = 30, address: str | None = None, checkpoint_dir: str | None = None, workers: int = 2,
+    in_flight: int = 1,
 ) -> list[dict[str, Any]]:
-    """Launch the chief and ``workers`` workers against one Ray cluster; return their reports.
+    """Launch the chief and ``workers`` workers against one Ray cluster, each with
+    ``in_flight`` steps in flight; return their reports.
 
     The chief checkpoints into ``checkpoint_dir`` (a temporary directory unless given)
     and resumes from the latest checkpoint there.
     """
     if checkpoint_dir is None:
         with tempfile.TemporaryDirectory() as scratch:
-            return await main(last_step, address, scratch, workers)
+            return await main(last_step, address, scratch, workers, in_flight)
     if address is None:
         if not ray.is_initialized():
             await anyio.to_thread.run_sync(init_local)
@@ -160,7 +181,7 @@ async def main(
                     backend = ("asyncio", "trio")[index % 2]
                     args = [sys.executable, "-m", "examples.ray_workers", "--role", role, "--index", str(index),
                             "--address", address, "--counter", counter.name, "--last-step", str(last_step),
-                            "--checkpoint-dir", checkpoint_dir, "--backend", backend,
+                            "--checkpoint-dir", checkpoint_dir, "--backend", backend, "--in-flight", str(in_flight),
                             "--lose-marker", marker if index == 1 else ""]
                     tg.start_soon(_launch, args, address, reports)
     finally:
@@ -179,6 +200,13 @@ async def _launch(args: list[str], address: str, reports: list[dict[str, Any]]) 
     reports.append(json.loads(done.stdout.decode().splitlines()[-1]))
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
 def _process(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--role")
@@ -189,17 +217,20 @@ def _process(argv: list[str]) -> None:
     parser.add_argument("--checkpoint-dir")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--backend", default="asyncio")
+    parser.add_argument("--in-flight", type=_positive, default=1, help="steps in flight in each process (lanes)")
     parser.add_argument("--lose-marker", default="")
     options = parser.parse_args(argv)
     if options.role is None:  # the launcher
-        reports = anyio.run(main, options.last_step, options.address, options.checkpoint_dir, options.workers)
+        reports = anyio.run(
+            main, options.last_step, options.address, options.checkpoint_dir, options.workers, options.in_flight
+        )
         print(json.dumps(reports, indent=1))
         return
     ray.init(address=options.address, log_to_driver=False, configure_logging=False)
     try:
         result = anyio.run(
             work, options.role, options.index, options.counter, options.last_step,
-            options.checkpoint_dir, options.lose_marker or None, backend=options.backend,
+            options.checkpoint_dir, options.lose_marker or None, options.in_flight, backend=options.backend,
         )
     finally:
         ray.shutdown()

@@ -1,15 +1,17 @@
 """A pipeline that survives being killed: restarted, it finishes with every item's output
 present exactly once.
 
-The source is a list of keyed items; each step reads the item at the session's
-offset, transforms it and writes the result to an idempotent sink: one file
-per item, named by its key and written atomically, so writing it again
-changes nothing. The session is checkpointable (its state is the source
-offset), and ``MonitoredTrainingSession`` saves a checkpoint after every step
-and restores the latest valid one when it starts. A restarted run therefore
-continues from the last checkpointed offset; the few items processed after
-that checkpoint and before the crash are processed again, and their outputs
-rewritten with the same bytes.
+The source is a list of keyed items, and up to four of them are in flight at
+once (``max_in_flight=4``: four lanes, each with its own session). Each step
+transforms the item it is fed and writes the result to an idempotent sink: one
+file per item, named by its key and written atomically, so writing it again
+changes nothing. ``MonitoredTrainingSession`` saves a checkpoint after every
+step and restores the latest valid one when it starts. Steps end in any order,
+but a checkpoint is only taken at step n once steps 1..n are done, so its global
+step counts the items whose outputs are written: a restarted run feeds the items
+from there on. The few items processed after that checkpoint and before the
+crash (those in flight, and those whose checkpoint was still being written) are
+processed again, and their outputs rewritten with the same bytes.
 
 Run it, kill it (``kill -9``), run it again::
 
@@ -55,55 +57,52 @@ class FileSink:
 
 
 class PipelineSession:
-    """Each run processes the item at ``offset``; the source's end is a clean stop.
+    """The session of one lane: each run transforms the item it is fed and writes it."""
 
-    Checkpointable: ``state_dict`` / ``load_state_dict`` carry the offset.
-    """
-
-    def __init__(self, items: Sequence[str], sink: FileSink, delay: float) -> None:
-        self.items = items
+    def __init__(self, sink: FileSink, delay: float) -> None:
         self.sink = sink
         self.delay = delay
-        self.offset = 0
 
     async def run(
         self, fetches: Sequence[Hashable], feed_dict: Mapping[Any, Any], options: Any, run_metadata: Any
     ) -> list[Any]:
-        if self.offset >= len(self.items):
-            raise hookrun.OutOfRangeError("the source is exhausted")
-        key = self.items[self.offset]
+        key = feed_dict["key"]
         if self.delay:
             await anyio.sleep(self.delay)  # stands for real work
         await self.sink.put(key, transform(key))
-        self.offset += 1
-        produced: dict[Hashable, object] = {"key": key, "offset": self.offset}
+        produced: dict[Hashable, object] = {"key": key}
         return [produced[name] for name in fetches]
 
-    def state_dict(self) -> dict[str, int]:
-        return {"offset": self.offset}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.offset = state["offset"]
-
-
-async def main(workdir: Path, items: int = 50, delay: float = 0.0, verbose: bool = False) -> dict[str, str]:
-    """Process ``items`` items (resuming from ``workdir``'s checkpoints); return the outputs."""
+async def main(
+    workdir: Path, items: int = 50, delay: float = 0.0, verbose: bool = False, in_flight: int = 4
+) -> dict[str, str]:
+    """Process ``items`` items, ``in_flight`` at a time (resuming from ``workdir``'s
+    checkpoints); return the outputs."""
     keys = [f"item-{i:05d}" for i in range(items)]
     sink = FileSink(workdir / "outputs")
     session = hookrun.MonitoredTrainingSession(
-        lambda: PipelineSession(keys, sink, delay),
+        lambda: PipelineSession(sink, delay),  # called once per lane
         checkpoint_dir=workdir / "checkpoints",
         save_checkpoint_steps=1,
         log_step_count_steps=0,
+        max_in_flight=in_flight,
     )
     async with session:
+        done = await session.step_counter.get()  # restored: the items already written
         if verbose:
-            print(f"resumed at offset {await session.step_counter.get()}", flush=True)
-        while not session.should_stop():
-            key = await session.run("key")
+            print(f"resumed at offset {done}", flush=True)
+        async for (key,) in session.iterate(["key"], ({"key": key} for key in keys[done:])):
             if verbose:
                 print(f"processed {key}", flush=True)
     return sink.contents()
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
 
 
 if __name__ == "__main__":
@@ -111,7 +110,8 @@ if __name__ == "__main__":
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--items", type=int, default=50)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds of work per item")
+    parser.add_argument("--in-flight", type=_positive, default=4, help="items in flight at once (lanes)")
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     args = parser.parse_args()
-    outputs = anyio.run(main, args.workdir, args.items, args.delay, True, backend=args.backend)
+    outputs = anyio.run(main, args.workdir, args.items, args.delay, True, args.in_flight, backend=args.backend)
     print(f"finished: {len(outputs)} outputs", flush=True)

@@ -146,3 +146,57 @@ def test_peers_tiny_run_has_every_hookrun_column(backend: str, tmp_path: Path) -
         for k in ("0", "2"):
             _check_stats(result["overheads"][column]["overhead_us"][k], f"{column} K={k}", positive=False)
     assert ("pluggy (2 calls)" in result["overheads"]) != ("pluggy" in result["skipped"])
+
+
+IN_FLIGHT_SHAPES = {"10ms_n1", "10ms_n8", "10ms_n64", "1ms_n64"}
+
+
+def test_in_flight_quick(tmp_path: Path) -> None:
+    """The steps-in-flight benchmark on both backends: every shape's rates, efficiencies and
+    ratio to the hand-written loop, and a verdict for each target."""
+    from benchmarks import in_flight
+
+    out = tmp_path / "in_flight.json"
+    argv = ["--quick", "--backends", "asyncio,trio", "--no-pin", "--quiet", "--json", str(out)]
+    assert in_flight.main(argv) == 0
+    result = json.loads(out.read_text())
+    assert result["meta"]["quick"] is True and result["skipped"] == {}
+    assert set(result["backends"]) == {"asyncio", "trio"}
+    for backend, shapes in result["backends"].items():
+        assert set(shapes) == IN_FLIGHT_SHAPES
+        for shape, data in shapes.items():
+            assert data["steps"] == in_flight.QUICK_STEPS[(0.001 if shape.startswith("1ms") else 0.010, int(shape.split("_n")[1]))]
+            for key in (
+                "hookrun_steps_per_s", "loop_steps_per_s", "tasks_steps_per_s",
+                "hookrun_efficiency", "loop_efficiency", "tasks_efficiency", "hookrun_over_loop",
+            ):
+                _check_stats(data[key], f"{backend}.{shape}.{key}")
+            # A step that sleeps 10 ms: neither loop beats N / 10 ms.
+            for key in ("hookrun_efficiency", "loop_efficiency", "tasks_efficiency"):
+                assert data[key]["max"] <= 1.001, (backend, shape, key)
+    _check_targets(result, {
+        f"{name}_{backend}" for backend in ("asyncio", "trio")
+        for name in ("efficiency_10ms_n8", "efficiency_10ms_n64", "over_loop_1ms_n64")
+    })
+
+
+@pytest.mark.engine
+def test_in_flight_dask_quick(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    result = _run("benchmarks.in_flight", "--engine", "dask", tmp_path=tmp_path)
+    engine = result["engine"]
+    assert set(engine["items_per_s"]) == {f"{w}_workers_n{n}_{b}" for w, n in ((1, 1), (1, 4), (2, 4)) for b in ("asyncio", "trio")}
+    for name, value in {**engine["items_per_s"], **engine["ratios"]}.items():
+        _check_stats(value, name)
+    _check_targets(result, {f"2_workers_over_1_n4_{b}" for b in ("asyncio", "trio")})
+
+
+@pytest.mark.engine
+def test_in_flight_ray_quick(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    result = _run("benchmarks.in_flight", "--engine", "ray", tmp_path=tmp_path)
+    engine = result["engine"]
+    assert set(engine["items_per_s"]) == {f"{n}_actors_n{n}_{b}" for n in (1, 4) for b in ("asyncio", "trio")}
+    for name, value in {**engine["items_per_s"], **engine["ratios"]}.items():
+        _check_stats(value, name)
+    _check_targets(result, {f"4_actors_over_1_{b}" for b in ("asyncio", "trio")})

@@ -53,19 +53,22 @@ async def test_flaky_recovery_recreates_sessions() -> None:
     assert len(answers) == 8 and created == 3 and step == 8
 
 
-async def test_resumable_pipeline_writes_every_output_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_flight", [1, 4])
+async def test_resumable_pipeline_writes_every_output_once(tmp_path: Path, in_flight: int) -> None:
     """Run to the end, then again: the second run resumes at the end and changes nothing."""
-    outputs = await resumable_pipeline.main(tmp_path, items=12)
+    outputs = await resumable_pipeline.main(tmp_path, items=12, in_flight=in_flight)
     expected = {f"item-{i:05d}": f"item-{i:05d}".upper()[::-1] for i in range(12)}
     assert outputs == expected
-    assert await resumable_pipeline.main(tmp_path, items=12) == expected
+    assert await resumable_pipeline.main(tmp_path, items=12, in_flight=in_flight) == expected
     latest = hookrun.latest_checkpoint(tmp_path / "checkpoints")
     assert latest is not None and latest.endswith("ckpt-12")
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_resumable_pipeline_killed_and_restarted(tmp_path: Path, anyio_backend: str) -> None:
-    """Killed with SIGKILL mid-run and restarted, the pipeline ends with every item's output exactly once."""
+    """Killed with SIGKILL mid-run with four items in flight and restarted, the pipeline ends
+    with every item's output exactly once; the checkpoint it resumes from never runs ahead
+    of the outputs written (its step counts items whose outputs are all there)."""
     command = [
         sys.executable, "-m", "examples.resumable_pipeline", str(tmp_path),
         "--items", "40", "--delay", "0.01", "--backend", anyio_backend,
@@ -74,17 +77,23 @@ def test_resumable_pipeline_killed_and_restarted(tmp_path: Path, anyio_backend: 
     first = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, text=True)
     assert first.stdout is not None
     assert first.stdout.readline().strip() == "resumed at offset 0"
-    for _ in range(10):
-        assert first.stdout.readline().startswith("processed ")
+    for i in range(10):
+        assert first.stdout.readline().strip() == f"processed item-{i:05d}"  # in feed order
     first.send_signal(signal.SIGKILL)
     first.wait(60)
     first.stdout.close()
+    outputs = tmp_path / "outputs"
+    saved = hookrun.Checkpointer(tmp_path / "checkpoints").all()
+    assert saved, "no checkpoint survived the kill"
+    written = {name for name in os.listdir(outputs) if not name.startswith(".")}
+    assert {f"item-{i:05d}" for i in range(saved[-1].step)} <= written
     done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=120, check=True)
     resumed = int(done.stdout.splitlines()[0].removeprefix("resumed at offset "))
     # Step 10's checkpoint may still have been in the background write; step 9's was durable.
     assert 9 <= resumed < 40
+    assert resumed == saved[-1].step
+    assert done.stdout.splitlines()[1] == f"processed item-{resumed:05d}"
     assert done.stdout.splitlines()[-1] == "finished: 40 outputs"
-    outputs = tmp_path / "outputs"
     names = sorted(name for name in os.listdir(outputs) if not name.startswith("."))
     assert names == [f"item-{i:05d}" for i in range(40)]
     for name in names:

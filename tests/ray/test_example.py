@@ -60,3 +60,28 @@ async def test_chief_and_workers_share_the_step_survive_a_lost_actor_and_the_chi
     assert again["steps"] == LAST_STEP + 5 - restored.step
     assert again["updates"] == chief["updates"] + again["steps"]
     assert hookrun.Checkpointer(checkpoints).all()[-1].step == LAST_STEP + 5
+
+
+async def test_with_steps_in_flight_each_lane_has_its_actor_and_only_the_lost_one_is_recreated(
+    ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    """``--in-flight 2``: every process runs two actors (one per lane); worker 1's lost actor
+    is re-created on its lane alone; each successful step still advances the shared step
+    exactly once, and the chief's checkpoints are of steps it reached in order."""
+    in_flight = 2
+    checkpoints = tmp_path / "checkpoints"
+    with anyio.fail_after(180):
+        reports = await ray_workers.main(LAST_STEP, ray_cluster.address, str(checkpoints), in_flight=in_flight)
+    by_role = {report["role"]: report for report in reports}
+    assert [by_role[role]["sessions"] for role in sorted(by_role)] == [in_flight, in_flight + 1, in_flight]
+    final = max(report["last_step"] for report in reports)
+    assert sum(report["steps"] for report in reports) == final
+    # After the shared step reached LAST_STEP, each process's steps in flight may still land.
+    assert all(LAST_STEP <= report["last_step"] <= LAST_STEP + 3 * in_flight for report in reports)
+    saved = hookrun.Checkpointer(checkpoints).all()
+    steps = [info.step for info in saved]
+    assert steps == sorted(set(steps)) and len(steps) >= 3, steps
+    restored = await hookrun.Checkpointer(checkpoints).restore()
+    assert restored is not None and restored.state["global_step"] == steps[-1] <= final
+    # The state of the actor (one of the chief's two) that ran the checkpointed step:
+    assert 1 <= restored.state["session"]["updates"] <= by_role["chief"]["steps"]

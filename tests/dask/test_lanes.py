@@ -1,0 +1,77 @@
+"""Dask actor sessions as lanes (``max_in_flight``): one actor per lane, each on one
+worker; a lost worker re-creates the lanes whose actor it held, and only those (on
+asyncio and trio)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections import Counter
+from typing import Any
+
+import anyio
+import distributed
+import pytest
+
+import hookrun
+from hookrun.dask import DaskActorSessionCreator
+
+from .._engine_contract import FAST_RETRY, Creations
+from . import _remote
+from .test_sessions import wait_event
+
+pytestmark = pytest.mark.anyio
+
+LANES = 2
+
+
+class LaneCreations(Creations):
+    """Counts after_create_session calls (one per lane, then one per re-created lane)."""
+
+    overlapping_steps = True
+
+
+async def _pids(sess: hookrun.MonitoredSession) -> list[int]:
+    """The actor's worker pid of each lane: ``LANES`` steps at once take every lane."""
+    pids: list[int] = []
+
+    async def step() -> None:
+        pids.append(await sess.run("pid"))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(LANES):
+            tg.start_soon(step)
+    return pids
+
+
+@pytest.mark.usefixtures("restore_workers")
+async def test_a_lost_worker_recreates_only_the_lanes_whose_actor_it_held(dask_client: distributed.Client) -> None:
+    """Two lanes, two actors; the worker of one lane's actor killed mid-step: the lanes
+    whose actor was on that worker get a new one (the step re-runs), the others keep theirs."""
+    name = f"lanes-{uuid.uuid4().hex[:8]}"
+    hook = LaneCreations()
+    results: list[Any] = []
+    async with DaskActorSessionCreator(_remote.Model, client=dask_client) as creator:
+        with anyio.fail_after(120):
+            async with hookrun.MonitoredSession(creator, [hook], retry=FAST_RETRY, max_in_flight=LANES) as sess:
+                before = await _pids(sess)
+                assert creator.created == LANES
+
+                async def blocked() -> None:
+                    results.append(await sess.run(["calls", "pid"], {"block": name}))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(blocked)
+                    await wait_event(dask_client, f"{name}-started")
+                    killed = distributed.Variable(f"{name}-pid", client=dask_client).get(timeout=30)
+                    assert killed in before
+                    os.kill(killed, signal.SIGKILL)
+                after = await _pids(sess)
+            lost = before.count(killed)
+            assert creator.created == LANES + lost and hook.created == LANES + lost
+    [[calls, new_pid]] = results
+    assert calls == 1 and new_pid != killed  # re-run on the lane's new actor
+    kept = Counter(pid for pid in before if pid != killed)
+    assert kept <= Counter(after)  # the other lanes kept their actors
+    assert new_pid in after and killed not in after  # (a new actor may be on the other worker)
