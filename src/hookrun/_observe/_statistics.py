@@ -168,6 +168,12 @@ class Collector:
         self.before.waiters, self.after.waiters = before.waiters, after.waiters
         return self._clock()
 
+    def spread(self, in_flight: int) -> None:
+        """Up to ``in_flight`` steps will be in flight: unless the rate is fixed, the steps
+        admitted before the first timed one ends are not all timed."""
+        if self._options.sample_every is None:
+            self.gap = max(self.gap, in_flight)
+
     def end_sample(
         self, step: int | None, started: float, run_seconds: float | None, ok: bool, in_flight: int = 1,
         picked: int | None = None,

@@ -89,6 +89,7 @@ class InFlight:
         self.lanes = [Lane(i) for i in range(n)]
         self.pool = LanePool(self.lanes, session._stats.now)
         self.turn = Turnstile()
+        session._stats.spread(n)
         self.sessions = LaneSessions(session, creator, self.lanes, self.phase)
         self.steps: set[Step] = set()
         self._lock: anyio.Lock | None = None
