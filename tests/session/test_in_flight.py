@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from hookrun import (
@@ -319,3 +320,36 @@ async def test_ordered_must_be_a_bool_and_means_nothing_with_one_lane() -> None:
     async with MonitoredSession(lambda: StepSession(lambda feed: {}), max_in_flight=2) as sess:
         with pytest.raises(TypeError, match=r"iterate\(\): ordered must be True or False, got 1"):
             sess.iterate(None, feeds(2), ordered=1)  # type: ignore[arg-type]
+
+
+async def test_adaptive_sampling_reads_a_steps_time_as_shared_by_the_steps_in_flight() -> None:
+    """With 8 steps in flight a step lasts about 8 steps' time: 1.5 ms steps with ten async
+    hooks are timed about as rarely as one at a time (not every one, nor in bursts of 8)."""
+    from hookrun.testing import MockClock
+
+    clock = MockClock()
+
+    class Timed:
+        async def run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
+            clock.jump(0.0015)
+            await anyio.lowlevel.checkpoint()
+            return list(fetches)
+
+    class AsyncNoop(SessionRunHook):
+        overlapping_steps = True
+
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            return None
+
+        async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+            return None
+
+    options = StatisticsOptions(clock=clock)
+    hooks = [AsyncNoop() for _ in range(10)]
+    async with MonitoredSession(Timed, hooks, max_in_flight=8, statistics=options) as sess:
+        with anyio.fail_after(10):
+            assert len([r async for r in sess.iterate("y", [None] * 400)]) == 400
+        stats = sess.statistics()
+    assert stats.mean_in_flight is not None and stats.mean_in_flight > 6
+    share = stats.sampled_steps / stats.steps
+    assert 1 / 10 <= share <= 1 / 4, share  # one at a time: 1 / 8 to 1 / 4

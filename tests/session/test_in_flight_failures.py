@@ -405,3 +405,48 @@ async def test_a_recoverable_error_in_a_lanes_coordinator_re_creates_that_lane()
     assert len(creator.sessions) == 3
     assert [s.closed for s in creator.sessions] == [1, 1, 1]
     assert creator.sessions[0].runs == []  # its lane was re-created before running a step
+
+
+@pytest.mark.parametrize("how", ["cancel step 1 in its run", "cancel step 2 waiting for its turn", "step 2 fails"])
+async def test_a_step_cancelled_or_failed_passes_its_turn_on(how: str) -> None:
+    """Steps 2-4 (or 3-4) ran and wait for their turn when one step is cancelled or fails:
+    its turn passes on, the steps after it have their after_run in order, none stalls."""
+    from hookrun import OutOfRangeError
+
+    gates, hook = Gates(), Recorder()
+    fails = how == "step 2 fails"
+    creator = GatedCreator(gates, errors={k: {1: OutOfRangeError("no more")} for k in range(4)} if fails else None)
+    lost = 0 if how.startswith("cancel step 1") else 1
+    results: dict[int, Any] = {}
+    scopes = [anyio.CancelScope() for _ in range(4)]
+    async with MonitoredSession(creator, [hook], max_in_flight=4) as sess:
+
+        async def one(i: int) -> None:
+            with scopes[i]:
+                try:
+                    results[i] = await sess.run("y", {"i": i})
+                except OutOfRangeError as exc:
+                    results[i] = exc
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(one, i)
+                    await anyio.wait_all_tasks_blocked()  # step i + 1 is feed i
+                gates.open(1, 2, 3)
+                await anyio.wait_all_tasks_blocked()
+                assert sorted(gates.finished) == [1, 2, 3]
+                assert hook.steps("after") == []  # every one of them waits for step 1
+                if not fails:
+                    scopes[lost].cancel()
+                    await anyio.wait_all_tasks_blocked()
+                gates.open(0)
+        assert await sess.global_step() == 3
+    assert hook.steps("before") == [0, 1, 2, 3]
+    assert hook.steps("after") == [1, 2, 3]
+    assert sorted(results) == sorted({0, 1, 2, 3} - ({lost} if not fails else set()))
+    assert [results[i] for i in (0, 2, 3) if i != lost] == [i for i in (0, 2, 3) if i != lost]
+    if fails:
+        assert isinstance(results[1], OutOfRangeError)
+    else:
+        assert scopes[lost].cancelled_caught

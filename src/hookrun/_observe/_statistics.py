@@ -117,6 +117,7 @@ class Collector:
         "before",
         "enabled",
         "failures",
+        "gap",
         "next_sample",
         "records",
         "recoveries",
@@ -136,6 +137,7 @@ class Collector:
         self.steps = 0  # step attempts: the hot path's one increment
         self.next_sample = 1 if self.enabled else _NEVER
         self._gap = options.sample_every or 1
+        self.gap = self._gap  # from one timed step to the next, as last picked
         self._typical: float | None = None
         self.records: list[tuple[_Slot, float]] = []
         self.failures = {"before_run": 0, "run": 0, "after_run": 0}
@@ -166,8 +168,20 @@ class Collector:
         self.before.waiters, self.after.waiters = before.waiters, after.waiters
         return self._clock()
 
-    def end_sample(self, step: int | None, started: float, run_seconds: float | None, ok: bool) -> None:
-        """A sampled step ended: fold its timings in, warn about slow hooks, pick the next one."""
+    def spread(self, in_flight: int) -> None:
+        """Up to ``in_flight`` steps will be in flight: unless the rate is fixed, the steps
+        admitted before the first timed one ends are not all timed."""
+        if self._options.sample_every is None:
+            self.gap = max(self.gap, in_flight)
+
+    def end_sample(
+        self, step: int | None, started: float, run_seconds: float | None, ok: bool, in_flight: int = 1,
+        picked: int | None = None,
+    ) -> None:
+        """A sampled step ended: fold its timings in, warn about slow hooks, pick the next one.
+        With steps in flight, ``in_flight`` steps shared its time, and the next one is
+        counted from ``picked``, the step count when it was picked (else from now), not
+        before the one a later timed step picked."""
         seconds = self._clock() - started
         before, after = self._originals
         before.waiters, after.waiters = self.before.waiters, self.after.waiters
@@ -190,7 +204,11 @@ class Collector:
                 )
         calls = len(records)
         records.clear()
-        self.next_sample = self.steps + self._next_gap(seconds, calls)
+        self.gap = gap = self._next_gap(seconds / in_flight, calls)
+        if picked is None:
+            self.next_sample = self.steps + gap
+        else:  # never before the pick of a step timed since this one
+            self.next_sample = max(self.next_sample, picked + gap)
 
     def _next_gap(self, seconds: float, calls: int) -> int:
         if self._options.sample_every is not None:

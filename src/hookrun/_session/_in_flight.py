@@ -67,7 +67,7 @@ class Step:
         self.cause: BaseException | None = None  # why another step cancelled this one
         self.counted: int | None = None  # the counter after this step's increment, once made
         self.ctx: SessionRunContext | None = None
-        self.sampled = False
+        self.sampled = 0  # the statistics' step count when it was picked to be timed; 0: not timed
         self.started = 0.0
         self.where = "before_run"
         self.keys: list[Hashable] | Any = []
@@ -89,6 +89,7 @@ class InFlight:
         self.lanes = [Lane(i) for i in range(n)]
         self.pool = LanePool(self.lanes, session._stats.now)
         self.turn = Turnstile()
+        session._stats.spread(n)
         self.sessions = LaneSessions(session, creator, self.lanes, self.phase)
         self.steps: set[Step] = set()
         self._lock: anyio.Lock | None = None
@@ -214,8 +215,8 @@ class InFlight:
         stats = self.s._stats
         stats.failed(step.where, exc)
         if step.sampled:
-            step.sampled = False
-            stats.end_sample(step.number, step.started, None, False)
+            stats.end_sample(step.number, step.started, None, False, self.pool.busy, step.sampled)
+            step.sampled = 0
 
     async def _before_phase(self, step: Step) -> None:
         s, stats = self.s, self.s._stats
@@ -223,12 +224,15 @@ class InFlight:
         step.ctx = ctx = SessionRunContext((fetches, feed_dict, options), step.lane.raw, step.number - 1, s._on_stop)
         step.where = "before_run"
         stats.steps = count = stats.steps + 1
-        step.sampled = sampled = count >= stats.next_sample
-        if sampled:
+        if count >= stats.next_sample:
+            step.sampled = count
             step.started = stats.start_sample()
+            # The next step to time, picked now: the steps admitted while this one is in
+            # flight are not all timed (its end picks again, from the same count).
+            stats.next_sample = count + stats.gap
         merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         step.metadata = metadata = RunMetadata() if run_metadata is None else run_metadata
-        before = stats.before if sampled else s._before
+        before = stats.before if step.sampled else s._before
         trace = metadata.timings if merged.trace or s._time_before_run else None
         requests = None
         if before.calls:
@@ -268,7 +272,7 @@ class InFlight:
                 args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
                 await s._dispatcher.run(after, args, metadata.timings if merged.trace else None)
         if step.sampled:
-            stats.end_sample(step.number, step.started, run_seconds, True)
+            stats.end_sample(step.number, step.started, run_seconds, True, self.pool.busy, step.sampled)
         return results
 
     async def attempt(self, step: Step, budget: RetryBudget | None, *, admitted: bool) -> Any:

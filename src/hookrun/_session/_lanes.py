@@ -116,26 +116,37 @@ class LanePool:
 
 
 class Turnstile:
-    """Lets step numbers through one at a time, in increasing order."""
+    """Lets step numbers through one at a time, in increasing order; a number waiting for
+    its turn has an event of its own, set only when its turn comes."""
 
-    __slots__ = ("_changed", "_given_up", "next")
+    __slots__ = ("_given_up", "_waiting", "next")
 
     def __init__(self) -> None:
         self.next = 1  # the number whose turn it is
         self._given_up: set[int] = set()
-        self._changed: anyio.Event | None = None
+        self._waiting: dict[int, anyio.Event] = {}  # the numbers waiting for their turn
 
     def restart(self, number: int) -> None:
         """Nothing is in flight: the next step admitted is ``number``."""
         self.next = number
         self._given_up.clear()
+        waiting, self._waiting = self._waiting, {}
+        for event in waiting.values():  # none expected; they look again
+            event.set()
 
     async def wait(self, number: int) -> None:
         """Wait until it is ``number``'s turn."""
+        waiting = self._waiting
         while self.next != number:
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
+            event = waiting.get(number)
+            if event is None:
+                event = waiting[number] = anyio.Event()
+            try:
+                await event.wait()
+            finally:
+                if waiting.get(number) is event:  # cancelled before its turn
+                    del waiting[number]
+            waiting = self._waiting
 
     def done(self, number: int) -> None:
         """``number`` went through (it had its turn) or was given up (it never will)."""
@@ -143,10 +154,11 @@ class Turnstile:
             if number > self.next:
                 self._given_up.add(number)
             return
-        self.next += 1
-        while self.next in self._given_up:
-            self._given_up.discard(self.next)
-            self.next += 1
-        changed, self._changed = self._changed, None
-        if changed is not None:
-            changed.set()
+        self.next = number = number + 1
+        given_up = self._given_up
+        while number in given_up:
+            given_up.discard(number)
+            self.next = number = number + 1
+        event = self._waiting.pop(number, None)
+        if event is not None:
+            event.set()
