@@ -1,0 +1,278 @@
+"""The rules of steps in flight, each asserted over a lane scenario's log (see
+``lanes_check.py`` for how the log is read and what the rules leave free)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .lanes_check import Failure, LaneCheck, expected_value, hook_value
+from .lanes_plan import LaneScenario
+from .lanes_run import LaneObserved
+
+__all__ = ["check_lanes"]
+
+
+def check_lanes(sc: LaneScenario, obs: LaneObserved) -> None:
+    """Assert the runtime kept every rule of steps in flight in this scenario."""
+    assert not obs.stuck, "every task blocked with no raw run waiting: the runtime hung"
+    assert obs.tasks_after_exit == obs.baseline_tasks, "a task was left running"
+    for session in obs.sessions:
+        assert session.closed == 1, f"{session.name} closed {session.closed} times"
+    c = LaneCheck(sc, obs)
+    for rule in (_calls, _exit, _admission, _numbers, _before_run, _after_run, _results, _stops, _cut, _sessions):
+        rule(c)
+
+
+def _fatal(c: LaneCheck) -> Failure | None:
+    leaving = c.at.get("leaving", len(c.log))
+    fatal = c.fatal()
+    return fatal if fatal is not None and fatal.at < leaving else None
+
+
+def _cut_at(c: LaneCheck) -> int:
+    """Where the work was cut short: the block's cancellation, or (iterate) a fatal error."""
+    fatal = _fatal(c)
+    cut = c.at.get("cancel", len(c.log))
+    if fatal is not None and c.sc.mode != "tasks":
+        cut = min(cut, fatal.at)
+    return cut
+
+
+def _calls(c: LaneCheck) -> None:
+    """Each hook call ended as its plan allows; a hook failing before it suspends keeps the
+    later hooks of its phase from starting; a phase is whole unless cut or failed."""
+    plans = {plan.name: plan for plan in c.sc.hooks}
+    for call in c.calls.values():
+        plan = plans[call.hook]
+        action = plan.action(call.phase, call.number)
+        where = f"{call.hook}.{call.phase}#{call.number}"
+        assert call.end, f"{where} never ended"
+        errors = action.effect in ("error", "aborted", "oor")
+        suspends = plan.kinds[call.phase] == "async" and action.delay != 0
+        allowed = ("raised",) if errors else ("done",)
+        assert call.end in ((*allowed, "cancelled") if suspends else allowed), (where, call.end)
+    for inst in c.instances:
+        ordered = sorted(inst.calls, key=lambda call: c.order.index(call.hook))
+        assert [call.hook for call in inst.calls] == [call.hook for call in ordered], f"{inst.phase}: hooks started out of list order"
+        immediate = [
+            call for call in ordered
+            if call.end == "raised" and (plans[call.hook].kinds[call.phase] == "sync" or plans[call.hook].action(call.phase, call.number).delay == 0)
+        ]
+        if immediate:
+            assert ordered[-1] is immediate[0], f"{inst.phase}: a hook started after {immediate[0].hook} failed"
+        planned = sum(inst.phase in plan.kinds for plan in c.sc.hooks)
+        if len(inst.calls) < planned:
+            broken = any(call.end in ("raised", "cancelled") for call in inst.calls)
+            assert broken or "cancel" in c.at, f"{inst.phase} (item {inst.item}) cut short: {inst.calls}"
+    begins = [inst for inst in c.instances if inst.phase == "begin"]
+    assert len(begins) <= 1, "begin ran twice"
+
+
+def expected_exit(c: LaneCheck) -> Any:
+    if "cancel" in c.at:
+        return "cancelled"
+    fatal = _fatal(c)
+    if fatal is not None and c.sc.mode != "tasks":
+        return fatal.expected
+    if c.sc.exit == "error":
+        return ("raise", "ValueError", "body")
+    ends = [f for f in c.failures if f.at > c.at["leaving"] and f.item < 0 and f.effect]
+    return ends[0].expected if ends else None
+
+
+def _exit(c: LaneCheck) -> None:
+    """What left the block; ``end`` ran (once) exactly on a clean exit."""
+    if "entered" not in c.at:
+        raised = {f.expected for f in c.failures}
+        assert c.obs.exit in raised, (c.obs.exit, raised)
+        return
+    expected = expected_exit(c)
+    assert c.obs.exit == expected, f"exit: expected {expected}, observed {c.obs.exit}"
+    ends = [inst for inst in c.instances if inst.phase == "end"]
+    clean = c.sc.exit != "error" and "cancel" not in c.at and (c.sc.mode == "tasks" or _fatal(c) is None)
+    has_end = any("end" in plan.kinds for plan in c.sc.hooks)
+    assert len(ends) == (1 if clean and has_end else 0), f"end phases: {len(ends)} (clean exit: {clean})"
+
+
+def _admission(c: LaneCheck) -> None:
+    """iterate admits in feed order; everything is admitted unless stopped, cut or bounded."""
+    admitted = c.admitted()
+    if c.sc.mode != "tasks":
+        assert admitted == list(range(len(admitted))), f"admitted out of feed order: {admitted}"
+    stopped = _stop_at(c) is not None or _fatal(c) is not None or "cancel" in c.at
+    if c.sc.last_step is not None:
+        assert len(admitted) <= c.sc.last_step, f"StopAtStepHook(last_step={c.sc.last_step}) overshot: {admitted}"
+    if not stopped:
+        bound = c.sc.items if c.sc.last_step is None else min(c.sc.items, c.sc.last_step)
+        assert len(admitted) == bound, f"admitted {admitted}, expected {bound} steps"
+
+
+def _numbers(c: LaneCheck) -> None:
+    """A step's number: fixed at admission, kept across re-runs, increasing in admission order."""
+    admitted = c.admitted()
+    # One lane keeps the one-step rules: a step whose after_run failed moved the counter,
+    # and its re-run is a new step.
+    renumbered = c.sc.lanes == 1 and any(f.item >= 0 and c.after_run_failure(f) for f in c.failures)
+    numbers = [(item, c.number(item)) for item in admitted]
+    known = [n for _, n in numbers if n is not None]
+    assert known == sorted(set(known)), f"step numbers not increasing in admission order: {numbers}"
+    for rank, (item, number) in enumerate(numbers):
+        befores = c.of_item(item, "before_run")
+        if renumbered:  # the last attempt's number
+            befores = befores[-1:]
+        began = {call.ev.step for inst in befores for call in inst.calls}
+        assert len(began) <= 1, f"item {item}: before_run saw global steps {began} (the number must be kept)"
+        if number is not None and began and not renumbered:
+            assert began == {number - 1}, (item, began, number)
+        if number is not None and not renumbered and all(n is not None for _, n in numbers[:rank]):
+            assert number == rank + 1, f"item {item} (admitted {rank + 1}th) got number {number}"
+    runs = [[end is not None and end.kind == "ran" for _, _, end in c.raw.get(item, [])] for item in admitted]
+    ran = sum(map(sum, runs)) if renumbered else sum(map(any, runs))
+    assert c.obs.counter == ran, f"step counter {c.obs.counter}, {ran} steps ran"
+
+
+def _before_run(c: LaneCheck) -> None:
+    """before_run (whole) before each attempt, on the attempt's lane; again only after a
+    recoverable failure of the step; within the retry budget."""
+    for item in c.admitted():
+        befores = c.of_item(item, "before_run")
+        runs = c.raw.get(item, [])
+        assert len(runs) <= c.sc.max_attempts and len(befores) <= c.sc.max_attempts, f"item {item}: over budget"
+        for k in range(1, len(befores)):
+            between = [f for f in c.failures if f.item == item and befores[k - 1].start < f.at < befores[k].start]
+            assert any(f.effect == "aborted" for f in between), f"item {item}: before_run called again without a failure"
+        if not c.planned["before_run"]:
+            continue
+        previous = -1
+        for start, ev, end in runs:
+            ready = [b for b in befores if previous < b.start < start and b.complete(c.planned["before_run"])]
+            assert ready, f"item {item}: raw run without a whole before_run first"
+            assert ready[-1].session == ev.session, f"item {item}: ran on {ev.session}, context had {ready[-1].session}"
+            previous = c.log.index(end) if end is not None else start
+
+
+def _after_run(c: LaneCheck) -> None:
+    """after_run once per step, in step order, on a consistent cut, with its own results."""
+    admitted = c.admitted()
+    plans = {plan.name: plan for plan in c.sc.hooks}
+    for rank, item in enumerate(admitted):
+        afters = c.of_item(item, "after_run")
+        whole = [inst for inst in afters if inst.complete(c.planned["after_run"])]
+        assert len(whole) <= 1, f"item {item}: after_run ran {len(whole)} times"
+        for inst in afters:
+            ended = [end for _, _, end in c.raw.get(item, []) if end is not None and c.log.index(end) < inst.start]
+            assert ended and ended[-1].kind == "ran", f"item {item}: after_run without a successful run"
+            assert ended[-1].session == inst.session, f"item {item}: after_run's session is not the run's"
+            for earlier in admitted[:rank]:
+                done = any(e.start < inst.start and e.complete(c.planned["after_run"]) for e in c.of_item(earlier, "after_run"))
+                dead = any(f.item == earlier and f.at < inst.start and not c.absorbed(f) for f in c.failures)
+                assert done or dead, f"after_run of item {item} before step of item {earlier} was done"
+            for call in inst.calls:
+                wanted = hook_value(item) if plans[call.hook].fetch else None
+                assert call.ev.value == wanted, (call.hook, item, call.ev.value)
+
+
+def _results(c: LaneCheck) -> None:
+    """Yielded in feed order (or as they complete), or returned to each run() caller."""
+    admitted = c.admitted()
+    wanted = [expected_value(item) for item in admitted if c.succeeded(item)]
+    cut = "cancel" in c.at or _fatal(c) is not None
+    got = c.obs.yielded
+    if c.sc.mode == "iterate":
+        assert got == (wanted[: len(got)] if cut else wanted), f"yielded {got}, expected {wanted}"
+    elif c.sc.mode == "unordered":
+        assert not Counter(got) - Counter(wanted) and (cut or Counter(got) == Counter(wanted)), (got, wanted)
+    else:
+        for item in range(c.sc.items):
+            outcome = c.obs.task_outcomes.get(item)
+            if outcome is None:
+                assert "cancel" in c.at, f"run() of item {item} never returned"
+                continue
+            if item in admitted and c.succeeded(item) and outcome[0] == "ok":
+                assert outcome == ("ok", expected_value(item)), outcome
+                continue
+            assert outcome[0] == "raise", f"run() of item {item}: {outcome}"
+            own = [f for f in c.failures if f.item == item and not c.absorbed(f)]
+            if own and _fatal(c) in (None, own[0]):
+                assert outcome == own[0].expected, (item, outcome, own[0].expected)
+
+
+def _stop_at(c: LaneCheck) -> int | None:
+    leaving = c.at.get("leaving", len(c.log))
+    stops = [i for i, ev in enumerate(c.log[:leaving]) if ev.kind == "stop"]
+    stops += [f.at for f in c.failures if f.effect == "oor" and f.at < leaving]
+    return min(stops) if stops else None
+
+
+def _stops(c: LaneCheck) -> None:
+    """Once a stop is requested, only steps holding a lane then, or admitted into the lanes
+    left free, run."""
+    stop = _stop_at(c)
+    if stop is None:
+        return
+    admitted = c.admitted()
+    new = [item for item in admitted if c.first_seen(item) > stop]
+    holding = []
+    for item in admitted:
+        if c.first_seen(item) > stop:
+            continue
+        ended = any(end is not None and end.kind == "ran" and c.log.index(end) < stop for _, _, end in c.raw.get(item, []))
+        failed = any(f.item == item and f.at <= stop and not c.absorbed(f) for f in c.failures)
+        if not ended and not failed:
+            holding.append(item)
+    assert len(new) + len(holding) <= c.sc.lanes, f"after the stop: {holding} in flight, {new} admitted"
+
+
+def _cut(c: LaneCheck) -> None:
+    """After a cancellation (or, for iterate, a fatal error) nothing new happens: no raw run
+    starts or completes, no hook phase starts; only the runs in flight are cancelled."""
+    cut = _cut_at(c)
+    fatal = _fatal(c)
+    if fatal is not None and c.sc.mode == "tasks":  # the steps in flight at the error are cancelled
+        in_flight = {item for item in c.admitted() if c.first_seen(item) < fatal.at and item != fatal.item}
+        for item in in_flight:
+            for start, _, end in c.raw.get(item, []):
+                assert start < fatal.at or end is None or end.kind == "run-cancelled", f"item {item} ran on after the error"
+                if end is not None and c.log.index(end) > fatal.at:
+                    assert end.kind == "run-cancelled", f"item {item}'s run completed after the error"
+    leaving = c.at.get("leaving", len(c.log))
+    for ev in c.log[cut + 1 : leaving]:
+        assert ev.kind not in ("run", "ran", "run-raised"), f"after the cut at {cut}: {ev}"
+    for inst in c.instances:
+        if cut < inst.start < leaving:
+            raise AssertionError(f"{inst.phase} (item {inst.item}) started after the cut")
+
+
+def _sessions(c: LaneCheck) -> None:
+    """N sessions at entry, never more than N open; a session closed early only after a
+    recoverable failure on it; a re-run on a fresh session; after_create_session for each."""
+    open_: set[str] = set()
+    peak = 0
+    fatal = _fatal(c)
+    early = min(_cut_at(c), c.at.get("leaving", len(c.log)), len(c.log) if fatal is None else fatal.at)
+    failed = {f.session for f in c.failures if f.effect == "aborted" and f.session}
+    failed |= {inst.session for inst in c.instances if inst.phase == "after_create_session" and any(x.end != "done" for x in inst.calls)}
+    for i, ev in enumerate(c.log):
+        if ev.kind == "created":
+            open_.add(ev.session)
+            peak = max(peak, len(open_))
+        elif ev.kind == "closed":
+            open_.discard(ev.session)
+            if i < early:
+                assert ev.session in failed, f"{ev.session} closed though nothing failed on it"
+        elif ev.kind == "entered":
+            assert len(open_) == c.sc.lanes, f"{len(open_)} sessions open at entry, {c.sc.lanes} lanes"
+    assert peak <= c.sc.lanes, f"{peak} sessions open at once, {c.sc.lanes} lanes"
+    for f in c.failures:
+        if f.item >= 0 and c.absorbed(f):
+            later = [ev for start, ev, _ in c.raw.get(f.item, []) if start > f.at]
+            assert not later or later[0].session != f.session, f"item {f.item} re-ran on the failed {f.session}"
+    ran_on = {ev.session for runs in c.raw.values() for _, ev, _ in runs}
+    for plan in c.sc.hooks:
+        if "after_create_session" not in plan.kinds:
+            continue
+        seen = Counter(call.ev.session for call in c.calls.values() if call.hook == plan.name and call.phase == "after_create_session")
+        assert all(n == 1 for n in seen.values()), f"{plan.name}: after_create_session {seen}"
+        missing = ran_on - set(seen)
+        assert not missing, f"{plan.name}: no after_create_session for {missing}"
