@@ -29,6 +29,8 @@ class _ThreadedHook:
         plans = plan_hooks([hook])
         self.hook = hook
         self.name = hook_name(hook)
+        #: Steps in flight: as safe as the hook it runs.
+        self.overlapping_steps = getattr(hook, "overlapping_steps", False) is True
         for phase, plan in plans.items():
             for call in plan.calls:
                 if call.is_async:
@@ -68,6 +70,8 @@ class _SequentialHook:
     def __init__(self, hooks: Sequence[object]) -> None:
         self.members = tuple(hooks)
         self.name = "sequential(" + ", ".join(hook_name(hook) for hook in self.members) + ")"
+        #: Steps in flight: safe when every member is.
+        self.overlapping_steps = all(getattr(hook, "overlapping_steps", False) is True for hook in self.members)
         plans = plan_hooks(self.members)
         self._calls = {phase: plans[phase].calls for phase in HOOK_METHODS}
         for phase in ("begin", "after_create_session", "end"):

@@ -176,6 +176,30 @@ class ChiefSessionCreator:
         return session
 
 
+    async def create_lane_session(self) -> Any:
+        """A session for one more lane of a monitored session with steps in flight
+        (``max_in_flight > 1``), at entry or when that lane alone is re-created: restored
+        from the latest valid checkpoint's session state only. The step counter and the
+        hooks are left as they are, so the lanes still running never see them roll back."""
+        reader, path = self.checkpointer, self.checkpoint_path
+        if reader is None and path is None:
+            restored = None
+        elif reader is None:
+            assert path is not None
+            restored = await anyio.to_thread.run_sync(read_checkpoint, path, self.codec)
+        else:
+            restored = await anyio.to_thread.run_sync(reader._read_latest, _check_shape)
+        session = await call_factory(self.factory)
+        try:
+            if restored is not None and "session" in restored.state:
+                own = {"global_step": restored.step, "session": restored.state["session"]}
+                await apply_state(own, session, {}, None, restored.info.path, restored.step)
+        except BaseException:
+            await _aclose_quietly(session)
+            raise
+        return session
+
+
 def _check_shape(restored: RestoredCheckpoint) -> None:
     """A checkpoint not shaped like a session's is skipped, falling back to the one before."""
     check_session_state(restored.state, restored.info.path)

@@ -58,6 +58,13 @@ class SessionRunHook:
 
     traces_before_run = False
 
+    #: Whether the hook is right when steps overlap (``max_in_flight > 1``): between a
+    #: step's ``before_run`` and its ``after_run`` the ``before_run`` of later steps may
+    #: run. True only if the hook keeps no per-step state on itself from one to the
+    #: other (carry it in ``run_context.step_state``); a session with steps in flight
+    #: refuses a hook that does not say so.
+    overlapping_steps = False
+
     def begin(self) -> object:
         """Called once, before the first session is created."""
         return None
@@ -207,7 +214,9 @@ class SessionRunContext:
     will stop after this step even if another hook then raises.
     """
 
-    __slots__ = ("_args", "_on_stop", "_stop_requested", "global_step", "session")
+    __slots__ = ("_args", "_on_stop", "_step_state", "_stop_requested", "global_step", "session")
+
+    _step_state: dict[object, Any]  # set on first use (``step_state``): a step pays nothing for it
 
     def __init__(
         self,
@@ -229,6 +238,18 @@ class SessionRunContext:
         if type(args) is not SessionRunArgs:
             args = self._args = SessionRunArgs(*args)
         return args
+
+    @property
+    def step_state(self) -> dict[object, Any]:
+        """A dict that lives as long as this step: where a hook keeps what its ``before_run``
+        computed for its ``after_run`` (key it by the hook, ``run_context.step_state[self]``),
+        so the hook stays right when steps overlap."""
+        try:
+            return self._step_state
+        except AttributeError:
+            state: dict[object, Any] = {}
+            self._step_state = state
+            return state
 
     @property
     def stop_requested(self) -> bool:

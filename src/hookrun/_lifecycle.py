@@ -329,10 +329,14 @@ def _inside_own_step(session: object) -> bool:
     running its hooks. Only asked when a close finds a step running (never on a step)."""
     pool = getattr(session, "_dispatcher", None)
     pool = getattr(pool, "_pool", None)
+    engine = getattr(session, "_in_flight", session)  # steps in flight: its entry points too
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
-        if code.co_name in ("run", "run_step_fn") and frame.f_locals.get("self") is session:
+        owner = frame.f_locals.get("self")
+        if code.co_name in ("run", "run_step_fn") and (owner is session or owner is engine):
+            return True
+        if code.co_name == "_step_task" and getattr(owner, "_session", None) is session:
             return True
         if code is WorkerPool._work.__code__ and pool is not None and frame.f_locals.get("self") is pool:
             return True

@@ -45,6 +45,7 @@ from ._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
 from ._exits import ExitHooks
 from ._factories import creator_function
 from ._hooks import RunMetadata, RunOptions, check_feed_dict
+from ._in_flight_setup import check_max_in_flight, install_in_flight, with_occupancy
 from ._iterate import StepIterator, check_feeds
 from ._lifecycle import Lifecycle
 from ._merge import FetchLayout
@@ -58,6 +59,7 @@ from ._statistics_record import SessionStatistics
 from ._step import LocalStepCounter, StepCounter
 from ._stepping import Stepping, step_context_hooks
 from ._validate import (
+    check_flag,
     check_seconds,
     check_step_counter,
     check_step_fn,
@@ -116,9 +118,11 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         retry: RetryPolicy | None = None,
         recoverable: Iterable[type[BaseException]] = (),
         statistics: bool | StatisticsOptions = True,
+        max_in_flight: int = 1,
     ) -> None:
         self._create_session = creator_function(session_creator)
         self.hooks = hook_list(hooks)
+        self.max_in_flight = check_max_in_flight(type(self).__name__, max_in_flight, self.hooks)
         check_seconds("stop_grace_period", stop_grace_period, allow_zero=True)
         if hook_timeout is not None:
             check_seconds("hook_timeout", hook_timeout, allow_zero=False)
@@ -178,6 +182,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
                     f"{type(party).__name__}.bind_session returned an awaitable: it is called once, "
                     "synchronously, when the monitored session is constructed; make it a plain method",
                 )
+        if max_in_flight > 1:  # steps in flight: the entry points are the engine's (``_in_flight.py``)
+            install_in_flight(self, session_creator, max_in_flight)
 
     def __repr__(self) -> str:
         names = ", ".join(hook_name(hook) for hook in self.hooks)
@@ -211,7 +217,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
                 f"{type(self).__name__} was made with statistics=False; pass statistics=True "
                 "(the default) or a hookrun.StatisticsOptions to keep them"
             )
-        return self._stats.snapshot()
+        snapshot = self._stats.snapshot()
+        return snapshot if self.max_in_flight == 1 else with_occupancy(self, snapshot)
 
     def _step_now(self) -> int | None:
         """The global step for log lines, when it can be read without awaiting."""
@@ -290,7 +297,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
             if self._step_done is not None:  # a close from another task waits for this step
                 self._step_done.set()
 
-    def iterate(self, fetches: object = None, feeds: object = None) -> StepIterator:
+    def iterate(self, fetches: object = None, feeds: object = None, *, ordered: bool = True) -> StepIterator:
         """Run one step per item of ``feeds`` and yield each step's results (``async for``).
 
         ``feeds`` (the second argument: the first is the fetches) is an iterable or
@@ -298,7 +305,11 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         until a stop is requested. Ends when the feeds run out, when ``should_stop()``
         is true, or when a step raises a clean-stop exception (``OutOfRangeError``,
         ``anyio.EndOfStream``...), which also stops the session.
+
+        With ``max_in_flight=N > 1`` up to N steps are in flight and their results come in
+        feed order, or as they complete with ``ordered=False``.
         """
+        check_flag("iterate(): ordered", ordered)
         if self._state not in _STEPPABLE:
             self._admit("iterate()")
         check_feeds(feeds, fetches)
@@ -335,6 +346,9 @@ class MonitoredSession(_MonitoredSessionBase):
     ``UnavailableError`` and ``recoverable``) re-create the session and re-run
     the whole call, following ``retry``. ``statistics`` (on by default) keeps
     what :meth:`statistics` returns: ``False`` or a ``StatisticsOptions``.
+    ``max_in_flight=N > 1`` runs up to N steps at once, each on a lane with its own
+    raw session (see "Steps in flight" in the docs); every hook must then declare
+    ``overlapping_steps = True``.
     """
 
     _recovers = True
@@ -350,6 +364,7 @@ class MonitoredSession(_MonitoredSessionBase):
         step_counter: StepCounter | None = None,
         hook_timeout: float | None = None,
         statistics: bool | StatisticsOptions = True,
+        max_in_flight: int = 1,
     ) -> None:
         super().__init__(
             session_creator,
@@ -360,6 +375,7 @@ class MonitoredSession(_MonitoredSessionBase):
             retry=retry,
             recoverable=recoverable,
             statistics=statistics,
+            max_in_flight=max_in_flight,
         )
 
     async def __aenter__(self) -> MonitoredSession:
@@ -379,6 +395,7 @@ class SingularMonitoredSession(_MonitoredSessionBase):
         step_counter: StepCounter | None = None,
         hook_timeout: float | None = None,
         statistics: bool | StatisticsOptions = True,
+        max_in_flight: int = 1,
     ) -> None:
         super().__init__(
             session_creator,
@@ -387,6 +404,7 @@ class SingularMonitoredSession(_MonitoredSessionBase):
             step_counter=step_counter,
             hook_timeout=hook_timeout,
             statistics=statistics,
+            max_in_flight=max_in_flight,
         )
 
     async def __aenter__(self) -> SingularMonitoredSession:

@@ -114,6 +114,7 @@ class MonitoredTrainingSession(MonitoredSession):
         recoverable: Iterable[type[BaseException]] = (),
         hook_timeout: float | None = None,
         statistics: bool | StatisticsOptions = True,
+        max_in_flight: int = 1,
     ) -> None:
         _check_arguments(is_chief, checkpoint_dir, summary_dir, log_step_count_steps, stop_grace_period_secs, max_wait_secs)
         ckpt_secs, ckpt_steps = resolve_pair("checkpoint", save_checkpoint_secs, save_checkpoint_steps, 600.0, None)
@@ -154,6 +155,7 @@ class MonitoredTrainingSession(MonitoredSession):
             step_counter=step_counter,
             hook_timeout=hook_timeout,
             statistics=statistics,
+            max_in_flight=max_in_flight,
         )
 
     async def __aenter__(self) -> MonitoredTrainingSession:

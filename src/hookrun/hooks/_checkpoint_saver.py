@@ -73,6 +73,8 @@ class CheckpointSaverHook(SessionRunHook):
     ``wait_saved()`` waits for a background write.
     """
 
+    overlapping_steps = True
+
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True
 

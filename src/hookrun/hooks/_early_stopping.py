@@ -53,6 +53,8 @@ class StopOnPredicateHook(SessionRunHook):
     ``stopped_at_step`` records the global step at which it requested stop.
     """
 
+    overlapping_steps = True
+
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True
 
@@ -88,6 +90,8 @@ class StopOnPredicateHook(SessionRunHook):
 
 class _MetricStoppingHook(SessionRunHook):
     """Fetch ``metric_key`` every step, fold evaluations in, stop when ``_verdict`` is set."""
+
+    overlapping_steps = True
 
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True

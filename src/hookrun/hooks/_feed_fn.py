@@ -20,6 +20,8 @@ class FeedFnHook(SessionRunHook):
     return a mapping of feed key → value; anything else is a ``TypeError``.
     """
 
+    overlapping_steps = True
+
     def __init__(self, feed_fn: Callable[[], Any]) -> None:
         check_callable("FeedFnHook: feed_fn", feed_fn)
         self.feed_fn = feed_fn

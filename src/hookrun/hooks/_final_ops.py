@@ -28,6 +28,8 @@ class FinalOpsHook(SessionRunHook):
     ``anyio.EndOfStream``) is logged with a warning and re-raised, as in TensorFlow.
     """
 
+    overlapping_steps = True
+
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True
 

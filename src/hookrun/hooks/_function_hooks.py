@@ -45,6 +45,8 @@ class FunctionHook(SessionRunHook):
     calling the hook calls the function.
     """
 
+    overlapping_steps = True
+
     #: The decorator that makes this kind of hook, to name it in errors.
     _made_by = "FunctionHook"
 
@@ -137,14 +139,21 @@ class _FetchingAfterRunHook(_ScheduledHook):
     def __init__(self, fn: AnyFn, *, fetches: object, **options: Any) -> None:
         super().__init__(fn, **options)
         self._request = SessionRunArgs(fetches)
-        self._requested = False
+
+    @property
+    def overlapping_steps(self) -> bool:  # type: ignore[override]
+        """Without a trigger it fetches on every step; with one, whether a step is due is
+        decided at its ``before_run`` and marked at its ``after_run``, which is only right
+        when steps do not overlap."""
+        return self.trigger is None
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
-        self._requested = self._due(run_context.global_step + 1)
-        return self._request if self._requested else None
+        requested = self._due(run_context.global_step + 1)
+        run_context.step_state[self] = requested
+        return self._request if requested else None
 
     async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        if self._requested:
+        if run_context.step_state.get(self):
             self._mark(run_values.global_step)
             await call_maybe_async(self.fn, run_context, run_values)
 

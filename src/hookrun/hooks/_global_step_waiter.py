@@ -24,6 +24,8 @@ class GlobalStepWaiterHook(SessionRunHook):
     advances would wait forever: give it a shared counter.
     """
 
+    overlapping_steps = True
+
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True
 

@@ -34,6 +34,10 @@ class LoggingTensorHook(SessionRunHook):
     default line is ``"tag = value, ..."`` followed by
     ``" (x.xxx sec)"`` from the second log on; ``formatter(values)`` replaces it.
     ``clock`` (keyword-only) replaces :func:`anyio.current_time`.
+
+    Not for steps in flight (``max_in_flight > 1`` refuses it): whether an
+    iteration logs is decided in ``before_run`` and kept on the hook until
+    ``after_run``, and the iteration count moves in ``after_run``.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.

@@ -32,6 +32,8 @@ class NanTensorHook(SessionRunHook):
     ``TerminateOnNan``; by default only NaN does, as in TensorFlow.
     """
 
+    overlapping_steps = True
+
     def __init__(self, loss_key: Hashable, fail_on_nan_loss: bool = True, *, check_inf: bool = False) -> None:
         try:
             hash(loss_key)

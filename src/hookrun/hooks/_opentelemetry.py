@@ -46,6 +46,9 @@ class OpenTelemetryHook(SessionRunHook):
     ``attributes`` (a mapping) on the step span. A step that raises has the error
     recorded on its span (status ERROR, an exception event), and so has the span
     of the hook call that raised it.
+
+    Not for steps in flight (``max_in_flight > 1`` refuses it): its step span
+    is a ``step_context``, which steps in flight do not enter.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.

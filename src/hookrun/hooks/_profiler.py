@@ -52,6 +52,10 @@ class ProfilerHook(SessionRunHook):
     ``output_dir`` (default: the current directory), created if missing;
     :attr:`saved_files` lists the paths written. ``clock`` replaces
     :func:`anyio.current_time`.
+
+    Not for steps in flight (``max_in_flight > 1`` refuses it): whether a
+    step is traced is decided in its ``before_run`` and kept on the hook until
+    its ``after_run``.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.

@@ -33,6 +33,8 @@ class ProgressBarHook(SessionRunHook):
     :func:`anyio.current_time` for the log timing.
     """
 
+    overlapping_steps = True
+
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True
 

@@ -49,6 +49,9 @@ class PrometheusHook(SessionRunHook):
     ``on_exception``), so the port can be served again at once. A port that cannot be
     served (already taken, say) is an ``OSError`` from ``begin`` naming the hook, the
     address and the port, with the original error's ``errno``.
+
+    Not for steps in flight (``max_in_flight > 1`` refuses it): it times each
+    step with a ``step_context``, which steps in flight do not enter.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.

@@ -28,6 +28,8 @@ class StepCounterHook(SessionRunHook):
     ``clock`` are keyword-only extras.
     """
 
+    overlapping_steps = True
+
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True
 

@@ -26,7 +26,13 @@ class StopAtStepHook(SessionRunHook):
     step computed before (``num_steps`` counts from where the run first
     started), unless ``num_steps`` changed, which then counts from the
     restored step, like TensorFlow.
+
+    Safe with steps in flight: the ``before_run`` of the step that will reach
+    ``last_step`` already requests stop, so no step after it is admitted and
+    exactly the steps up to ``last_step`` run, whatever ``max_in_flight`` is.
     """
+
+    overlapping_steps = True
 
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True
@@ -66,9 +72,12 @@ class StopAtStepHook(SessionRunHook):
             self._fix_last_step(await counter.get())
 
     def before_run(self, run_context: SessionRunContext) -> None:
-        """Fix ``last_step`` from the step context if no step counter was available."""
+        """Fix ``last_step`` from the step context if no step counter was available; request
+        stop when this step is the last one (no later step is then started)."""
         if self._last_step is None:
             self._fix_last_step(run_context.global_step)
+        if run_context.global_step + 1 >= self._last_step:  # type: ignore[operator]  # fixed above
+            run_context.request_stop()
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Request stop once the step after this run is at least ``last_step``."""

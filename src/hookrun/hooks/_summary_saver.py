@@ -28,6 +28,10 @@ class SummarySaverHook(SessionRunHook):
     when the session exits with an error or is cancelled) closes a writer the
     hook made and flushes one it was given. ``clock`` replaces
     :func:`anyio.current_time`.
+
+    Not for steps in flight (``max_in_flight > 1`` refuses it): whether a
+    step is due is decided in its ``before_run`` and the timer moves in its
+    ``after_run``, so overlapping steps could both be due.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.

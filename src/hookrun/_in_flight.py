@@ -1,0 +1,408 @@
+"""Steps in flight: the engine of a monitored session made with ``max_in_flight=N > 1``.
+
+The session has N lanes (``_lanes.py``), each with its own raw session
+(``_lane_sessions.py``). A step holds one lane from admission to its end:
+
+1. admission (``begin``): a free lane (waiting for one: back-pressure), then the phase
+   lock; a stop requested by then admits nothing; the step gets its number ``n`` (the
+   global step its ``after_run`` sees) and runs its ``before_run`` phase, in admission
+   order, under the lock;
+2. the raw run, on the lane's session, outside the lock: runs of several steps overlap;
+3. the turnstile lets its ``after_run`` phase through once the steps before it are done
+   (``n-1``'s ``after_run`` returned, or it was given up): the step counter moves and its
+   ``after_run`` phase runs, under the lock.
+
+The phase lock makes "one hook phase at a time" hold (``before_run`` phases,
+``after_run`` phases and ``after_create_session``); the turnstile makes ``after_run`` come
+in step order, so when ``after_run(n)`` runs, steps up to ``n`` are done.
+
+Global step: ``run_context.global_step`` is ``n - 1``, ``run_values.global_step`` the
+counter after its increment (``n`` unless a step before it was given up), as with one lane.
+
+Failures: a recoverable error re-creates the step's lane alone and re-runs the step there
+with its number (``before_run`` again); a clean-stop error stops admission and gives the
+step up; any other error cancels every other step in flight (they raise a ``RuntimeError``
+saying which step failed) and propagates. Every step, however it ends, gives its lane back
+and its number up, so nothing waits for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from . import _nest
+from ._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
+from ._hooks import RunMetadata, RunOptions, SessionRunContext, SessionRunValues
+from ._lane_sessions import LaneSessions
+from ._lanes import Lane, LanePool, Turnstile
+from ._merge import DEFAULT_OPTIONS, check_options
+from ._state import State
+from ._step import step_at_start
+from ._stepping import _NO_FEEDS, _after_run_args, _checked, _raw_run
+
+if TYPE_CHECKING:
+    from ._recovery import RetryBudget
+
+__all__ = ["InFlight", "Step"]
+
+_new_tuple = tuple.__new__
+
+
+class Step:
+    """One step in flight: its lane, number, arguments and what its phases computed."""
+
+    __slots__ = (
+        "args", "cause", "counted", "ctx", "feeds", "keys", "lane", "merged", "metadata", "number",
+        "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
+    )
+
+    def __init__(self, lane: Lane, args: tuple[Any, Any, Any, Any]) -> None:
+        self.lane = lane
+        self.args = args  # fetches, feed_dict, options, run_metadata
+        self.number = 0  # 0: not admitted yet
+        self.scope = anyio.CancelScope()
+        self.cause: BaseException | None = None  # why another step cancelled this one
+        self.counted: int | None = None  # the counter after this step's increment, once made
+        self.ctx: SessionRunContext | None = None
+        self.sampled = False
+        self.started = 0.0
+        self.where = "before_run"
+        self.keys: list[Hashable] | Any = []
+        self.shape: Any = None
+        self.shapes: Any = None
+        self.feeds: Any = None
+        self.merged: RunOptions = DEFAULT_OPTIONS
+        self.metadata: RunMetadata | None = None
+        #: Told the caller's results as soon as the raw run returned (``iterate(ordered=False)``).
+        self.on_ran: Callable[[Any], None] | None = None
+
+
+class InFlight:
+    """The steps-in-flight engine of one monitored session (see the module docstring)."""
+
+    def __init__(self, session: Any, creator: object, n: int) -> None:
+        self.s = session
+        self.n = n
+        self.lanes = [Lane(i) for i in range(n)]
+        self.pool = LanePool(self.lanes, session._stats.now)
+        self.turn = Turnstile()
+        self.sessions = LaneSessions(session, creator, self.lanes, self.phase)
+        self.steps: set[Step] = set()
+        self._lock: anyio.Lock | None = None
+        self._next: int | None = None  # the next step's number; None: read the counter
+
+    def phase(self) -> anyio.Lock:
+        """The phase lock: one hook phase at a time (made on first use, in the event loop)."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        return self._lock
+
+    # -- the session's view -----------------------------------------------------------------
+
+    def should_stop(self) -> bool:
+        s = self.s
+        if s._state is not State.OPEN or s._hook_stop:
+            return True
+        for lane in self.lanes:
+            coord = lane.coord
+            if coord is not None and coord.should_stop():
+                held = coord.exception
+                if not (s._recovers and held is not None and s._is_recoverable(held)):
+                    return True
+        return False
+
+    def check_open(self, what: str) -> None:
+        """Refuse a step, saying why, unless the session is open and no stop was requested."""
+        s = self.s
+        if s._state is State.OPEN and not s._hook_stop:
+            return
+        name = type(s).__name__
+        if s._state is State.NEW:
+            raise SessionClosedError(f"{name}.{what} called outside 'async with'")
+        if s._state is State.ENTERING:
+            raise SessionClosedError(f"{name}.{what} called while the session is being entered (from another task)")
+        if s._state is State.CLOSED:
+            raise SessionClosedError(f"{name}.{what} called after the session closed")
+        raise RunAfterStopError(f"{name}.{what} called after a hook requested stop")
+
+    # -- lanes ------------------------------------------------------------------------------
+
+    async def take_lane(self, args: tuple[Any, Any, Any, Any]) -> Step:
+        """A step holding a free lane (waits for one); the session is busy until it ends."""
+        lane = await self.pool.acquire()
+        step = Step(lane, args)
+        self.steps.add(step)
+        self.s._busy = True
+        return step
+
+    def end(self, step: Step) -> None:
+        """``step`` is over, whatever happened: its number and lane go."""
+        if step.number:
+            self.turn.done(step.number)
+        self.steps.discard(step)
+        self.pool.release(step.lane)
+        if not self.steps:
+            self._next = None  # nothing in flight: the next number comes from the counter
+            s = self.s
+            s._busy = False
+            if s._step_done is not None:
+                s._step_done.set()
+
+    def fail_others(self, origin: Step, error: BaseException) -> None:
+        """A non-recoverable error: cancel every other step in flight."""
+        for step in self.steps:
+            if step is not origin and step.cause is None:
+                step.cause = error
+                step.scope.cancel()
+
+    def cancelled_error(self, step: Step) -> RuntimeError:
+        assert step.cause is not None
+        error = RuntimeError(
+            f"step {step.number or '(not admitted yet)'} was cancelled: another step in flight failed with {step.cause!r}"
+        )
+        error.__cause__ = step.cause
+        return error
+
+    async def ready(self, step: Step, budget: RetryBudget | None) -> RetryBudget | None:
+        """Re-create the step's lane first if it has no session or its coordinator holds a
+        recoverable error (a background task's)."""
+        s, lane = self.s, step.lane
+        coord = lane.coord
+        held = coord.exception if coord is not None and coord.should_stop() else None
+        if lane.raw is not None and not (held is not None and s._is_recoverable(held)):
+            return budget
+        budget = budget or s._retry.budget()
+        if lane.raw is None:
+            await self.sessions.create(lane, budget)
+        else:
+            assert held is not None
+            if not s._recovers or not await self.sessions.recover(lane, held, budget):
+                raise held
+        return budget
+
+    # -- one step ---------------------------------------------------------------------------
+
+    async def admit(self, step: Step) -> bool:
+        """Admission: the ``before_run`` phase under the phase lock, with the step's number.
+        False: a stop was requested (or the session closed) before it was admitted."""
+        s = self.s
+        async with self.phase():
+            if s._state is not State.OPEN or s._hook_stop:
+                return False
+            if self._next is None:
+                local = s._local
+                value = local.value if local is not None else await step_at_start(s._counter)
+                self._next = value + 1
+                self.turn.restart(self._next)
+            step.number = self._next
+            self._next += 1
+            await self._before(step)
+        return True
+
+    async def _before(self, step: Step) -> None:
+        """The step's ``before_run`` phase (under the lock); its errors are counted."""
+        try:
+            await self._before_phase(step)
+        except BaseException as exc:
+            self._failed(step, exc)
+            raise
+
+    def _failed(self, step: Step, exc: BaseException) -> None:
+        stats = self.s._stats
+        stats.failed(step.where, exc)
+        if step.sampled:
+            step.sampled = False
+            stats.end_sample(step.number, step.started, None, False)
+
+    async def _before_phase(self, step: Step) -> None:
+        s, stats = self.s, self.s._stats
+        fetches, feed_dict, options, run_metadata = step.args
+        step.ctx = ctx = SessionRunContext((fetches, feed_dict, options), step.lane.raw, step.number - 1, s._on_stop)
+        step.where = "before_run"
+        stats.steps = count = stats.steps + 1
+        step.sampled = sampled = count >= stats.next_sample
+        if sampled:
+            step.started = stats.start_sample()
+        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+        step.metadata = metadata = RunMetadata() if run_metadata is None else run_metadata
+        before = stats.before if sampled else s._before
+        trace = metadata.timings if merged.trace or s._time_before_run else None
+        requests = None
+        if before.calls:
+            requests = await s._dispatcher.run(before, [(ctx,)] * len(before.calls), trace)
+        if requests is not None and requests.count(None) != len(requests):
+            step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(fetches, feed_dict, merged, requests)
+        else:
+            step.keys, step.shapes, step.feeds = [], None, feed_dict
+            step.shape = None if fetches is None else _nest.index(fetches, "the caller", step.keys, {})
+        if trace is not None and not merged.trace:
+            del metadata.timings[:]
+        step.merged = merged
+
+    async def _run_and_after(self, step: Step) -> Any:
+        """The raw run, then (in step order, under the lock) the counter and ``after_run``."""
+        s, stats = self.s, self.s._stats
+        raw, metadata, merged = step.lane.raw, step.metadata, step.merged
+        assert metadata is not None and step.ctx is not None
+        step.where = "run"
+        clock = stats.now
+        run_started = clock()
+        values = await _raw_run(raw, step.keys, step.feeds or _NO_FEEDS, merged, metadata)
+        run_seconds = clock() - run_started
+        values = _checked(raw, step.keys, values)
+        results = None if step.shape is None else _nest.pack(step.shape, values)
+        if step.on_ran is not None:
+            step.on_ran(results)
+        await self.turn.wait(step.number)
+        async with self.phase():
+            step.where = "after_run"
+            if step.counted is None:
+                local = s._local
+                step.counted = local.increment_nowait(1) if local is not None else await s._counter.increment(1)
+            after = stats.after if step.sampled else s._after
+            if after.calls:
+                nothing = _new_tuple(SessionRunValues, (None, merged, metadata, step.counted))
+                args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
+                await s._dispatcher.run(after, args, metadata.timings if merged.trace else None)
+        if step.sampled:
+            stats.end_sample(step.number, step.started, run_seconds, True)
+        return results
+
+    async def attempt(self, step: Step, budget: RetryBudget | None, *, admitted: bool) -> Any:
+        """One attempt at the rest of a step (``before_run`` again unless ``admitted`` just ran
+        it); its errors are counted for the statistics."""
+        if not admitted:
+            async with self.phase():
+                await self._before(step)
+        try:
+            return await self._run_and_after(step)
+        except BaseException as exc:
+            self._failed(step, exc)
+            raise
+
+    async def finish(self, step: Step, budget: RetryBudget | None = None, failed: Exception | None = None) -> Any:
+        """The step after admission (``failed``: the error its admission met), recovering
+        its lane per the retry policy until it succeeds; any other error is raised (a
+        clean-stop one stops admission)."""
+        s = self.s
+        while True:
+            if failed is not None:
+                if isinstance(failed, CLEAN_STOP_TYPES):
+                    s._set_hook_stop()
+                    raise failed
+                if not self.recovers_from(step, failed):
+                    self.fail_others(step, failed)
+                    raise failed
+                budget = budget or s._retry.budget()
+                if not await self.sessions.recover(step.lane, failed, budget):
+                    self.fail_others(step, failed)
+                    raise failed
+            try:
+                return await self.attempt(step, budget, admitted=failed is None)
+            except Exception as exc:
+                failed = exc
+
+    def recovers_from(self, step: Step, exc: BaseException) -> bool:
+        """Whether ``exc`` re-creates the step's lane and re-runs the step."""
+        s = self.s
+        return s._recovers and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
+
+    async def run_step(
+        self, step: Step, *, admitted: bool = False, budget: RetryBudget | None = None, failed: Exception | None = None
+    ) -> tuple[bool, Any]:
+        """A whole step on the lane it holds, under its cancel scope: ``(False, None)`` when
+        a stop kept it from being admitted, else ``(True, results)``. Ends the step.
+        ``admitted``: its admission already ran (``failed``: with that error)."""
+        try:
+            with step.scope:
+                if not admitted:
+                    budget = await self.ready(step, None)
+                    try:
+                        if not await self.admit(step):
+                            return False, None
+                    except Exception as exc:
+                        failed = exc
+                return True, await self.finish(step, budget, failed)
+            raise self.cancelled_error(step)  # cancelled by another step's failure
+        except Exception as exc:
+            if step.cause is None and not isinstance(exc, CLEAN_STOP_TYPES):
+                self.fail_others(step, exc)
+            raise
+        finally:
+            self.end(step)
+
+    # -- the public entry points -----------------------------------------------------------
+
+    async def run(
+        self, fetches: object = None, feed_dict: Mapping[Any, Any] | None = None,
+        options: RunOptions | None = None, run_metadata: RunMetadata | None = None,
+    ) -> Any:
+        """``MonitoredSession.run`` with steps in flight: one step on a free lane."""
+        self.check_open("run()")
+        if feed_dict is not None and type(feed_dict) is not dict:
+            from ._hooks import check_feed_dict
+
+            check_feed_dict(feed_dict, "the caller")
+        step = await self.take_lane((fetches, feed_dict, options, run_metadata))
+        admitted, results = await self.run_step(step)
+        if not admitted:
+            self.check_open("run()")  # says why
+            raise RunAfterStopError(f"{type(self.s).__name__}.run() called after the session stopped")
+        return results
+
+    async def run_step_fn(self, step_fn: Any) -> Any:
+        """``MonitoredSession.run_step_fn`` with steps in flight: ``step_fn`` on a free lane,
+        re-invoked with the lane's new session after a recovery."""
+        from ._session import StepContext  # the session's module imports this one
+
+        self.check_open("run_step_fn()")
+        step = await self.take_lane((None, None, None, None))
+        s = self.s
+        try:
+            with step.scope:
+                budget = await self.ready(step, None)
+                while True:
+                    try:
+                        return await step_fn(StepContext(_LaneOwner(self, step), step.lane.raw))  # type: ignore[arg-type]
+                    except Exception as exc:
+                        if not (s._recovers and s._is_recoverable(exc)) or s._state is State.CLOSED:
+                            self.fail_others(step, exc)
+                            raise
+                        budget = budget or s._retry.budget()
+                        if not await self.sessions.recover(step.lane, exc, budget):
+                            raise
+            raise self.cancelled_error(step)
+        finally:
+            self.end(step)
+
+
+class _LaneOwner:
+    """What a ``StepContext`` of ``run_step_fn`` reaches on a session with steps in flight:
+    a hooked step on the lane the step function holds, and the stop request."""
+
+    __slots__ = ("engine", "step")
+
+    def __init__(self, engine: InFlight, step: Step) -> None:
+        self.engine = engine
+        self.step = step
+
+    def _set_hook_stop(self) -> None:
+        self.engine.s._set_hook_stop()
+
+    async def _step(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+    ) -> Any:
+        engine = self.engine
+        sub = Step(self.step.lane, (fetches, feed_dict, options, run_metadata))
+        try:
+            if not await engine.admit(sub):
+                engine.check_open("run_with_hooks()")
+                raise RunAfterStopError("run_with_hooks() called after the session stopped")
+            return await engine.attempt(sub, None, admitted=True)
+        finally:
+            if sub.number:
+                engine.turn.done(sub.number)

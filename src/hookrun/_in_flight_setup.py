@@ -1,0 +1,80 @@
+"""Setting a monitored session up for steps in flight (``max_in_flight=N``): the argument
+checked, the hooks checked (each must declare ``overlapping_steps = True``), and, for
+``N > 1``, the session's entry points handed to the engine (``_in_flight.py``) once, at
+construction: a session with one lane never runs any of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._plan import hook_name
+
+if TYPE_CHECKING:
+    from ._statistics_record import SessionStatistics
+
+__all__ = ["check_max_in_flight", "install_in_flight", "overlapping", "with_occupancy"]
+
+
+def check_max_in_flight(owner: str, value: object, hooks: Sequence[object]) -> int:
+    """``max_in_flight`` is an int of at least 1; above 1 every hook must allow overlap."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}: max_in_flight must be an int of at least 1, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{owner}: max_in_flight must be at least 1, got {value!r}")
+    if value > 1:
+        for index, hook in enumerate(hooks):
+            if not overlapping(hook):
+                raise TypeError(
+                    f"{owner}(max_in_flight={value}): hooks[{index}] ({hook_name(hook)}) does not declare "
+                    "overlapping_steps = True. With steps in flight, before_run of later steps may come "
+                    "between a step's before_run and its after_run: check that the hook keeps no per-step "
+                    "state on itself from before_run to after_run (carry it in run_context.step_state "
+                    "instead), then set the class attribute overlapping_steps = True"
+                )
+            if getattr(hook, "step_context", None) is not None:
+                raise TypeError(
+                    f"{owner}(max_in_flight={value}): hooks[{index}] ({hook_name(hook)}) has a step_context, "
+                    "which steps in flight do not enter (a step's context would span several tasks); "
+                    "use max_in_flight=1 with this hook"
+                )
+    return value
+
+
+def overlapping(hook: object) -> bool:
+    """Whether ``hook`` declares that its steps may overlap (a hook without the attribute does not)."""
+    return getattr(hook, "overlapping_steps", False) is True
+
+
+def install_in_flight(session: Any, creator: object, n: int) -> None:
+    """Hand the session's entry points to a steps-in-flight engine with ``n`` lanes."""
+    from ._in_flight import InFlight
+    from ._in_flight_iterate import InFlightIterator
+
+    engine = InFlight(session, creator, n)
+    session._in_flight = engine
+    session.run = engine.run
+    session.run_step_fn = engine.run_step_fn
+    session.should_stop = engine.should_stop
+    session._create = engine.sessions.create_all
+    session._close_current = engine.sessions.close_all
+    session._backoff = engine.sessions.backoffs
+
+    def iterate(fetches: object = None, feeds: object = None, *, ordered: bool = True) -> InFlightIterator:
+        from ._iterate import check_feeds
+        from ._validate import check_flag
+
+        check_flag("iterate(): ordered", ordered)
+        engine.check_open("iterate()")
+        check_feeds(feeds, fetches)
+        return InFlightIterator(engine, fetches, feeds, ordered=ordered)
+
+    iterate.__doc__ = type(session).iterate.__doc__
+    session.iterate = iterate
+
+
+def with_occupancy(session: Any, snapshot: SessionStatistics) -> SessionStatistics:
+    """``snapshot`` with the lanes' occupancy."""
+    return dataclasses.replace(snapshot, mean_in_flight=session._in_flight.pool.mean_in_flight())

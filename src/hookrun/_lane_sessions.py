@@ -1,0 +1,201 @@
+"""The raw sessions of the lanes of a monitored session with steps in flight: creating
+every lane's at entry, re-creating one lane's after it failed (per the retry policy),
+and closing them all once.
+
+``LaneSessions`` is owned by the steps-in-flight engine (``_in_flight.py``) and works on
+the monitored session's creator, coordinator task group, hooks and statistics. Each lane
+has its own raw session and coordinator; every hook's ``after_create_session`` hears of
+each one (under the engine's phase lock: one hook phase at a time). Lane 0's session and
+coordinator are also the monitored session's ``raw_session()`` and the ones ``end`` and
+``on_exception`` receive.
+
+Restoring creators: the first lane's session comes from ``create_session()`` (which may
+restore the step counter and the hooks); every other one, at entry and on re-creation,
+from the creator's ``create_lane_session()`` when it has one (``ChiefSessionCreator``:
+the raw session's own state only), so re-creating a lane never rolls the shared step
+counter or the hooks back while the other lanes run ahead.
+
+Invariants: every raw session and coordinator created is closed exactly once (a raw
+session shared by several lanes, once); a session created after the monitored session
+closed is closed at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ._coordinator import Coordinator, close_hosted, open_hosted
+from ._errors import SessionClosedError
+from ._factories import creator_function
+from ._lifecycle import _aclose, _aclose_logged
+from ._log import log_warning
+from ._state import State
+from ._validate import check_session
+
+if TYPE_CHECKING:
+    from ._lanes import Lane
+    from ._recovery import RetryBudget
+
+__all__ = ["Backoffs", "LaneSessions"]
+
+
+class Backoffs:
+    """The waits to retry under way on every lane; a close cancels them all at once."""
+
+    __slots__ = ("scopes",)
+
+    def __init__(self) -> None:
+        self.scopes: set[anyio.CancelScope] = set()
+
+    def cancel(self) -> None:
+        for scope in self.scopes:
+            scope.cancel()
+
+
+class LaneSessions:
+    """Creating, re-creating and closing the lanes' raw sessions (see the module docstring)."""
+
+    def __init__(self, session: Any, creator: object, lanes: list[Lane], phase: Callable[[], anyio.Lock]) -> None:
+        self.s = session
+        self.lanes = lanes
+        self._phase = phase
+        more = getattr(creator, "create_lane_session", None)
+        self._create_more: Callable[[], Awaitable[Any]] = (
+            creator_function(more) if more is not None else session._create_session
+        )
+        self.backoffs = Backoffs()
+
+    # -- creating --------------------------------------------------------------------------
+
+    async def create_all(self, budget: RetryBudget) -> None:
+        """Every lane's session at entry, one after another (lane 0 first)."""
+        for lane in self.lanes:
+            await self.create(lane, budget)
+
+    async def create(self, lane: Lane, budget: RetryBudget) -> None:
+        """A session for ``lane``, retrying recoverable errors per ``budget``."""
+        s = self.s
+        while True:
+            try:
+                await self._create_once(lane)
+                return
+            except Exception as exc:
+                if not (s._recovers and s._is_recoverable(exc)):
+                    raise
+                if not await self.wait_to_retry(budget, exc, f"creating the session of lane {lane.index} failed; retrying"):
+                    raise
+
+    async def _create_once(self, lane: Lane) -> None:
+        s = self.s
+        first = s._stats.sessions_created == 0 and lane.index == 0
+        raw = await (s._create_session() if first else self._create_more())
+        try:
+            check_session(raw)
+            coord = Coordinator(step_counter=s._counter)
+            assert s._tg is not None
+            await open_hosted(coord, s._tg)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._close_raw(raw, lane)
+            raise
+        lane.raw, lane.coord = raw, coord
+        if lane.index == 0:
+            s._raw, s._coord = raw, coord
+        try:
+            plan = s._after_create
+            if plan.calls:
+                async with self._phase():
+                    await s._dispatcher.run(plan, [(raw, coord)] * len(plan.calls))
+        except BaseException:
+            await self.close_lane(lane, log=True)
+            raise
+        s._stats.sessions_created += 1
+        if s._state is State.CLOSED:  # closed by another task meanwhile: never left open
+            await self.close_lane(lane, log=True)
+            raise SessionClosedError(f"{type(s).__name__} was closed while it created the session of lane {lane.index}")
+
+    # -- recovering ------------------------------------------------------------------------
+
+    async def recover(self, lane: Lane, cause: BaseException, budget: RetryBudget) -> bool:
+        """Replace ``lane``'s failed session (no ``end``): wait the backoff, close it, create
+        a new one. False when the retry policy gives up."""
+        s = self.s
+        stats = s._stats
+        started = stats.now()
+        try:
+            if not await self.wait_to_retry(budget, cause, f"recovering: re-creating the session of lane {lane.index}"):
+                return False
+            await self.close_lane(lane, log=True)
+            if s._state is State.CLOSED:
+                raise SessionClosedError(f"{type(s).__name__} was closed before it re-created a session") from cause
+            await self.create(lane, budget)
+        finally:
+            stats.recovery_seconds += stats.now() - started
+        stats.recoveries += 1
+        return True
+
+    async def wait_to_retry(self, budget: RetryBudget, cause: BaseException, action: str) -> bool:
+        """``budget.wait_to_retry``, timed for the statistics and cut short by a close."""
+        s = self.s
+        stats = s._stats
+        started = stats.now()
+        scope = anyio.CancelScope()
+        self.backoffs.scopes.add(scope)
+        try:
+            with scope:
+                return await budget.wait_to_retry(cause, action=action, step=s._step_now())
+        finally:
+            self.backoffs.scopes.discard(scope)
+            stats.retry_wait_seconds += stats.now() - started
+        raise SessionClosedError(f"{type(s).__name__} was closed while it waited to retry") from cause
+
+    # -- closing ---------------------------------------------------------------------------
+
+    async def close_lane(self, lane: Lane, *, log: bool) -> list[BaseException]:
+        """Close ``lane``'s coordinator and raw session (shielded, bounded by the grace
+        period); their errors are returned, or logged with ``log``."""
+        s = self.s
+        coord, raw = lane.coord, lane.raw
+        lane.coord = lane.raw = None
+        if lane.index == 0:
+            s._raw = s._coord = None
+        failures: list[BaseException] = []
+        with anyio.move_on_after(2 * s._grace + 1.0, shield=True) as scope:
+            if coord is not None:
+                try:
+                    await close_hosted(coord, s._grace)
+                except Exception as exc:
+                    if not (log and s._is_recoverable(exc)):
+                        failures.append(exc)
+            if raw is not None and not any(other.raw is raw for other in self.lanes):
+                try:
+                    await _aclose(raw)
+                except Exception as exc:
+                    failures.append(exc)
+        if scope.cancelled_caught:
+            log_warning("closing the session of lane %d took longer than stop_grace_period=%ss; gave up waiting",
+                        lane.index, s._grace, step=s._step_now())
+        if log:
+            for failure in failures:
+                log_warning("error while closing the session of lane %d: %r", lane.index, failure,
+                            exc_info=failure, step=s._step_now())
+            return []
+        return failures
+
+    async def close_all(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
+        """Close every lane's session once (the monitored session's ``_close_current``)."""
+        failures: list[BaseException] = []
+        for lane in self.lanes:
+            failures += await self.close_lane(lane, log=False)
+        if not raise_errors:
+            for failure in failures:
+                log_warning("error while closing a session: %r", failure, exc_info=failure, step=self.s._step_now())
+            return []
+        return failures
+
+    async def _close_raw(self, raw: object, lane: Lane) -> None:
+        if not any(other.raw is raw for other in self.lanes):
+            await _aclose_logged(raw)

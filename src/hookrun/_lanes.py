@@ -1,0 +1,152 @@
+"""The lanes of a monitored session with steps in flight: ``Lane`` (one raw session and
+its coordinator), ``LanePool`` (the free lanes, handed out first come first served, and
+how many steps were in flight over time) and ``Turnstile`` (lets the ``after_run`` phases
+through in step order).
+
+Invariants: a lane serves one step at a time (it is in the pool or held by exactly one
+step); a caller waiting for a lane is served in arrival order, and one cancelled while it
+waits gives back a lane it was handed; the turnstile lets number ``n`` through only once
+every number before it went through or was given up.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+if TYPE_CHECKING:
+    from ._coordinator import Coordinator
+
+__all__ = ["Lane", "LanePool", "Turnstile"]
+
+
+class Lane:
+    """One lane: its raw session and coordinator (``None`` while it has none)."""
+
+    __slots__ = ("coord", "index", "raw")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.raw: Any = None
+        self.coord: Coordinator | None = None
+
+    def __repr__(self) -> str:
+        return f"Lane({self.index}, {'no session' if self.raw is None else type(self.raw).__name__})"
+
+
+class _Waiter:
+    __slots__ = ("event", "lane")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.lane: Lane | None = None
+
+
+class LanePool:
+    """The free lanes; ``acquire`` waits for one (back-pressure), ``release`` gives it back.
+
+    It also integrates the number of lanes in use over time, for the statistics.
+    """
+
+    __slots__ = ("_area", "_clock", "_free", "_since", "_started", "_waiters", "busy", "lanes")
+
+    def __init__(self, lanes: list[Lane], clock: Callable[[], float]) -> None:
+        self.lanes = lanes
+        self._free: deque[Lane] = deque(lanes)
+        self._waiters: deque[_Waiter] = deque()
+        self._clock = clock
+        self.busy = 0  # lanes held by a step
+        self._started: float | None = None  # when the first lane was taken
+        self._since = 0.0
+        self._area = 0.0  # lanes in use, integrated over time
+
+    def _account(self, change: int) -> None:
+        now = self._clock()
+        if self._started is None:
+            self._started = self._since = now
+        self._area += self.busy * (now - self._since)
+        self._since = now
+        self.busy += change
+
+    def mean_in_flight(self) -> float | None:
+        """The mean number of steps in flight since the first one started (``None``: none yet)."""
+        if self._started is None:
+            return None
+        now = self._clock()
+        elapsed = now - self._started
+        area = self._area + self.busy * (now - self._since)
+        return area / elapsed if elapsed > 0 else float(self.busy)
+
+    def free(self) -> bool:
+        """Whether ``acquire`` would return at once."""
+        return bool(self._free) and not self._waiters
+
+    async def acquire(self) -> Lane:
+        """A free lane, waiting for one in arrival order."""
+        if self._free and not self._waiters:
+            self._account(1)
+            return self._free.popleft()
+        waiter = _Waiter()
+        self._waiters.append(waiter)
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            if waiter.lane is not None:  # handed one as it was cancelled: pass it on
+                lane, waiter.lane = waiter.lane, None
+                self.release(lane)
+            else:
+                self._waiters.remove(waiter)
+            raise
+        assert waiter.lane is not None
+        lane, waiter.lane = waiter.lane, None
+        return lane
+
+    def release(self, lane: Lane) -> None:
+        """Give ``lane`` back: to the first caller waiting, else to the pool."""
+        if self._waiters:
+            waiter = self._waiters.popleft()
+            waiter.lane = lane
+            waiter.event.set()
+            return
+        self._account(-1)
+        self._free.append(lane)
+
+
+class Turnstile:
+    """Lets step numbers through one at a time, in increasing order."""
+
+    __slots__ = ("_changed", "_given_up", "next")
+
+    def __init__(self) -> None:
+        self.next = 1  # the number whose turn it is
+        self._given_up: set[int] = set()
+        self._changed: anyio.Event | None = None
+
+    def restart(self, number: int) -> None:
+        """Nothing is in flight: the next step admitted is ``number``."""
+        self.next = number
+        self._given_up.clear()
+
+    async def wait(self, number: int) -> None:
+        """Wait until it is ``number``'s turn."""
+        while self.next != number:
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+    def done(self, number: int) -> None:
+        """``number`` went through (it had its turn) or was given up (it never will)."""
+        if number != self.next:
+            if number > self.next:
+                self._given_up.add(number)
+            return
+        self.next += 1
+        while self.next in self._given_up:
+            self._given_up.discard(self.next)
+            self.next += 1
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()

@@ -1,0 +1,277 @@
+"""Steps in flight when things go wrong: per-lane recovery, a non-recoverable error,
+cancellation, a close from another task, a lane lost under a restoring creator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from hookrun import (
+    AbortedError,
+    ChiefSessionCreator,
+    MonitoredSession,
+    RetryPolicy,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    SingularMonitoredSession,
+)
+from hookrun.hooks import CheckpointSaverHook
+from tests._in_flight_support import GatedCreator, Gates, Recorder, release_in_order
+
+pytestmark = pytest.mark.anyio
+
+NO_WAIT = RetryPolicy(initial_delay=0, jitter=False)
+
+
+def feeds(n: int) -> list[dict[str, int]]:
+    return [{"i": i} for i in range(n)]
+
+
+def tasks_now() -> int:
+    return len([task for task in anyio.get_running_tasks() if task.name != "hookrun hook worker"])
+
+
+async def test_recovery_is_per_lane_and_the_other_lanes_keep_running() -> None:
+    """Step 2's lane fails: that lane alone is re-created while step 3 runs on; step 2 re-runs with its number."""
+    gates, hook = Gates(), Recorder()
+    creator = GatedCreator(gates, errors={1: {1: AbortedError("preempted")}})
+    recreated = anyio.Event()
+    original = creator.create_session
+
+    async def create() -> Any:
+        if len(creator.sessions) == 3:  # the re-creation: the other lanes are still running
+            assert creator.sessions[0].closed == creator.sessions[2].closed == 0
+            assert 2 in gates.started and 2 not in gates.finished
+            recreated.set()
+        return await original()
+
+    creator.create_session = create  # type: ignore[method-assign]
+    async with MonitoredSession(creator, [hook], retry=NO_WAIT, max_in_flight=3) as sess:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release_in_order, gates, [1], 3)
+            with anyio.fail_after(10):
+                it = sess.iterate("y", feeds(3))
+                results: list[int] = []
+
+                async def consume() -> None:
+                    results.extend([r async for r in it])
+
+                tg.start_soon(consume)
+                await recreated.wait()
+                gates.open(0, 2)
+        stats = sess.statistics()
+    assert results == [0, 1, 2]
+    assert [s.closed for s in creator.sessions] == [1, 1, 1, 1]
+    assert creator.sessions[3].runs == [1]  # the step re-ran on its re-created lane
+    assert hook.steps("before") == [0, 1, 2, 1]  # re-run: before_run again, same number
+    assert hook.steps("after") == [1, 2, 3]
+    assert hook.steps("create") == [0, 1, 2, 3]
+    assert (stats.steps, stats.failed_steps, stats.recoveries, stats.sessions_created) == (3, 1, 1, 4)
+
+
+async def test_a_singular_session_does_not_recover_a_lane() -> None:
+    """SingularMonitoredSession with lanes: a recoverable error propagates and cancels the others."""
+    gates = Gates()
+    creator = GatedCreator(gates, errors={1: {1: AbortedError("preempted")}})
+    async with SingularMonitoredSession(creator, max_in_flight=3) as sess, anyio.create_task_group() as tg:
+        tg.start_soon(release_in_order, gates, [1], 3)
+        with anyio.fail_after(10), pytest.raises(AbortedError, match="preempted"):
+            async for _ in sess.iterate("y", feeds(3)):
+                pass
+    assert len(creator.sessions) == 3
+
+
+async def test_a_non_recoverable_error_cancels_the_other_steps_and_propagates() -> None:
+    """Step 2 raises ValueError: steps 1 and 3 (still running) are cancelled; iterate raises it."""
+    gates, hook = Gates(), Recorder()
+    creator = GatedCreator(gates, errors={1: {1: ValueError("bad batch")}})
+    with pytest.raises(ValueError, match="bad batch"):
+        async with MonitoredSession(creator, [hook], max_in_flight=3) as sess:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(release_in_order, gates, [1], 3)
+                with anyio.fail_after(10), pytest.raises(ValueError) as caught:
+                    async for _ in sess.iterate("y", feeds(3)):
+                        pass
+            raise caught.value
+    assert sorted(gates.started) == [0, 1, 2]
+    assert sorted(gates.finished) == [1]  # the others were cancelled in their runs
+    assert hook.steps("after") == []
+    assert [s.closed for s in creator.sessions] == [1, 1, 1]
+    assert hook.ends == 0 and len(hook.exceptions) == 1
+
+
+async def test_concurrent_run_callers_of_cancelled_steps_hear_why() -> None:
+    """A run() caller whose step was cancelled by another step's error gets a RuntimeError from it."""
+    gates = Gates()
+    creator = GatedCreator(gates, errors={1: {1: ValueError("bad batch")}})
+    errors: list[BaseException] = []
+    async with MonitoredSession(creator, max_in_flight=2) as sess:
+
+        async def one(i: int) -> None:
+            try:
+                await sess.run("y", {"i": i})
+            except Exception as exc:
+                errors.append(exc)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, 0)
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(one, 1)
+                await anyio.wait_all_tasks_blocked()
+                gates.open(1)
+        with anyio.fail_after(10):  # still usable afterwards
+            gates.open(5)
+            assert await sess.run("y", {"i": 5}) == 5
+    kinds = sorted(type(exc).__name__ for exc in errors)
+    assert kinds == ["RuntimeError", "ValueError"]
+    cancelled = next(exc for exc in errors if type(exc) is RuntimeError)
+    assert isinstance(cancelled.__cause__, ValueError)
+    assert "another step in flight failed with ValueError('bad batch')" in str(cancelled)
+
+
+async def test_cancelling_the_iterating_task_cancels_every_run_and_leaves_no_task() -> None:
+    """Cancel the caller of iterate(): the runs in flight are cancelled, each lane's session closed once."""
+    gates, hook = Gates(), Recorder()
+    creator = GatedCreator(gates)
+    baseline = tasks_now()
+
+    async def cancel_when_running() -> None:
+        while len(gates.started) < 3:
+            await anyio.wait_all_tasks_blocked()
+        scope.cancel()
+
+    with anyio.CancelScope() as scope:
+        async with MonitoredSession(creator, [hook], max_in_flight=3) as sess, anyio.create_task_group() as tg:
+            tg.start_soon(cancel_when_running)
+            with anyio.fail_after(10):
+                async for _ in sess.iterate("y", feeds(10)):
+                    pass
+    assert scope.cancelled_caught
+    assert tasks_now() == baseline
+    assert gates.finished == []
+    assert [s.closed for s in creator.sessions] == [1, 1, 1]
+    assert hook.steps("after") == [] and hook.ends == 0 and len(hook.exceptions) == 1
+
+
+async def test_cancelling_every_run_caller_leaves_no_task() -> None:
+    """Cancel every task awaiting run(): their runs stop, the session still works, then closes each lane once."""
+    gates = Gates()
+    creator = GatedCreator(gates)
+    baseline = tasks_now()
+    async with MonitoredSession(creator, max_in_flight=3) as sess:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for i in range(5):
+                    tg.start_soon(sess.run, "y", {"i": i})
+                while len(gates.started) < 3:
+                    await anyio.wait_all_tasks_blocked()
+                tg.cancel_scope.cancel()
+            assert not sess._busy
+            gates.open(9)
+            assert await sess.run("y", {"i": 9}) == 9
+    assert tasks_now() == baseline
+    assert [s.closed for s in creator.sessions] == [1, 1, 1]
+
+
+async def test_a_close_from_another_task_waits_for_the_steps_in_flight() -> None:
+    """aclose() from another task: the steps in flight finish (after_run in order), then end."""
+    gates, hook = Gates(), Recorder()
+    creator = GatedCreator(gates)
+    results: list[int] = []
+    sess = MonitoredSession(creator, [hook], max_in_flight=3)
+
+    async def one(i: int) -> None:
+        results.append(await sess.run("y", {"i": i}))
+
+    async with sess, anyio.create_task_group() as tg:
+        for i in range(3):
+            tg.start_soon(one, i)
+        while len(gates.started) < 3:
+            await anyio.wait_all_tasks_blocked()
+        tg.start_soon(sess.aclose)
+        await anyio.wait_all_tasks_blocked()
+        assert hook.ends == 0  # waiting for the steps in flight
+        gates.open(2, 0, 1)
+    assert sorted(results) == [0, 1, 2]
+    assert hook.steps("after") == [1, 2, 3]
+    assert hook.ends == 1
+    assert [s.closed for s in creator.sessions] == [1, 1, 1]
+
+
+class Counted(SessionRunHook):
+    """A checkpointable hook counting its after_run calls: a restore would roll it back."""
+
+    overlapping_steps = True
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.loaded: list[int] = []
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        self.count += 1
+
+    def state_dict(self) -> dict[str, int]:
+        return {"count": self.count}
+
+    def load_state_dict(self, state: Any) -> None:
+        self.loaded.append(state["count"])
+        self.count = state["count"]
+
+
+class Stateful:
+    """A checkpointable raw session; the first run fed 5 loses its lane (once)."""
+
+    made: ClassVar[list[Stateful]] = []
+    lost: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.index = len(Stateful.made)
+        Stateful.made.append(self)
+        self.runs = 0
+        self.loaded: list[object] = []
+
+    async def run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> list[Any]:
+        await anyio.lowlevel.checkpoint()
+        if feed_dict.get("i") == 5 and not Stateful.lost:
+            Stateful.lost = True
+            raise AbortedError("lane lost")
+        self.runs += 1
+        return [feed_dict.get("i") for _ in fetches]
+
+    def state_dict(self) -> dict[str, int]:
+        return {"runs": self.runs}
+
+    def load_state_dict(self, state: Any) -> None:
+        self.loaded.append(dict(state))
+
+
+async def test_a_lane_lost_mid_run_under_a_restoring_creator_rolls_nothing_back(tmp_path: Path) -> None:
+    """A restoring creator restores the counter and hooks once, at entry; a lane re-created mid-run
+    restores its raw session's own state from the latest checkpoint, never the counter or the hooks."""
+    Stateful.made, Stateful.lost = [], False
+    counted, seen = Counted(), Recorder()
+    saver = CheckpointSaverHook(checkpoint_dir=tmp_path, save_steps=2)
+    creator = ChiefSessionCreator(Stateful, checkpoint_dir=tmp_path)
+    async with MonitoredSession(creator, [saver, counted, seen], retry=NO_WAIT, max_in_flight=3) as sess:
+        with anyio.fail_after(20):
+            assert [r async for r in sess.iterate("y", feeds(12))] == list(range(12))
+        assert await sess.global_step() == 12
+    assert seen.steps("after") == list(range(1, 13))  # the counter never went back
+    assert counted.count == 12 and counted.loaded == []  # nothing restored into the hooks
+    assert len(Stateful.made) == 4
+    replacement = Stateful.made[3]
+    assert len(replacement.loaded) == 1  # its own state, from the latest checkpoint
+    # A second run restores the counter and the hooks once, at entry, from the last checkpoint.
+    Stateful.made = []
+    again = Counted()
+    resumed = ChiefSessionCreator(Stateful, checkpoint_dir=tmp_path)
+    async with MonitoredSession(resumed, [CheckpointSaverHook(checkpoint_dir=tmp_path, save_steps=2), again],
+                                max_in_flight=3) as sess:
+        assert await sess.global_step() == 12
+    assert again.loaded == [12]
