@@ -179,8 +179,33 @@ class LaneCheck:
         later += [inst.start for inst in self.of_item(failure.item, "before_run") if inst.start > failure.at]
         return bool(later)
 
+    def attempts(self, item: int, upto: int) -> int:
+        if self.planned["before_run"]:
+            return sum(inst.start <= upto for inst in self.of_item(item, "before_run"))
+        return sum(start <= upto for start, _, _ in self.raw.get(item, []))
+
     def fatal(self) -> Failure | None:
-        return next((f for f in self.failures if f.effect != "oor" and not self.absorbed(f)), None)
+        """The first error that ends the work: a non-recoverable one, or a recoverable one
+        the retry budget could not absorb (one within the budget that was not retried was
+        cut short by something else)."""
+        for f in self.failures:
+            if f.effect == "oor" or self.absorbed(f):
+                continue
+            if f.effect == "error" or f.item < 0 or self.attempts(f.item, f.at) >= self.sc.max_attempts:
+                return f
+        return None
+
+    def given_up(self, item: int, before: int) -> bool:
+        """The step ended for good before ``before``: it failed or was cancelled (in a hook
+        phase or in its raw run) and was never attempted again."""
+        marks = [c.end_at for inst in self.instances if inst.item == item and inst.phase in ("before_run", "after_run")
+                 for c in inst.calls if c.end in ("raised", "cancelled")]
+        marks += [self.log.index(end) for _, _, end in self.raw.get(item, []) if end is not None and end.kind != "ran"]
+        marks = [m for m in marks if m < before]
+        if not marks:
+            return False
+        starts = [s for s, _, _ in self.raw.get(item, [])] + [inst.start for inst in self.of_item(item, "before_run")]
+        return not any(s > max(marks) for s in starts)
 
     def after_run_failure(self, failure: Failure) -> bool:
         return failure.phase == "after_run"

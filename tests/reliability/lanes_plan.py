@@ -115,7 +115,8 @@ def lane_scenarios(draw: st.DrawFn, lanes: tuple[int, ...] = (1, 2, 4)) -> LaneS
     cancel_at = draw(st.one_of(st.none(), st.none(), st.none(), st.integers(0, 8)))
     return LaneScenario(
         lanes=n,
-        mode=draw(st.sampled_from(MODES)),
+        # One lane keeps one step at a time: concurrent run() callers are refused there.
+        mode=draw(st.sampled_from(MODES if n > 1 else MODES[:2])),
         items=items,
         hooks=hooks,
         run_effects=run_effects,

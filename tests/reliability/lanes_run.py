@@ -228,10 +228,12 @@ async def settle() -> None:
         await anyio.wait_all_tasks_blocked()
         return
     this = asyncio.current_task()
-    while True:
+    loop = asyncio.get_running_loop()
+    quiet = 0
+    while quiet < 3:  # a cancellation is delivered by a callback, not a task: let them run
         await asyncio.sleep(0)
-        if all(task is this or _blocked(task) for task in asyncio.all_tasks()):
-            return
+        blocked = all(task is this or _blocked(task) for task in asyncio.all_tasks())
+        quiet = quiet + 1 if blocked and not getattr(loop, "_ready", ()) else 0
 
 
 def _blocked(task: asyncio.Task[Any]) -> bool:
