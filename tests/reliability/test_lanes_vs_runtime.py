@@ -79,12 +79,18 @@ class _Records(SessionRunHook):
         self.after: list[tuple[int, int]] = []
 
     def before_run(self, run_context: SessionRunContext) -> None:
-        self.before.append((run_context.original_args.feed_dict["item"], run_context.global_step))
+        self.before.append((_item(run_context), run_context.global_step))
         if self.fail_first and len(self.before) == 1:
             raise ValueError("the first step fails")
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        self.after.append((run_context.original_args.feed_dict["item"], run_values.global_step))
+        self.after.append((_item(run_context), run_values.global_step))
+
+
+def _item(run_context: SessionRunContext) -> int:
+    feeds = run_context.original_args.feed_dict
+    assert feeds is not None
+    return int(feeds["item"])
 
 
 def _creator(session: _Session) -> Any:
