@@ -15,7 +15,8 @@ __all__ = ["LATE_CANCEL", "NUMBER_GIVEN_BACK", "check_lanes"]
 #: Known deviations of the runtime from the rules, each shown by a strict xfail test in
 #: ``test_lanes_vs_runtime.py``; the check tolerates them while True (set False once fixed).
 #: After a non-recoverable error, a step that was waiting for the phase lock still runs
-#: its ``before_run`` and starts its raw run (cancelled later) instead of being cancelled.
+#: its ``before_run`` and starts its raw run (cancelled later) instead of being cancelled;
+#: a lane being re-created still calls ``after_create_session``.
 LATE_CANCEL = True
 #: A step given up (clean stop, error, cancellation) gives its number back: a later step's
 #: ``after_run`` sees a smaller global step than the one it was admitted with.
@@ -100,8 +101,21 @@ def _exit(c: LaneCheck) -> None:
     assert c.obs.exit == expected, f"exit: expected {expected}, observed {c.obs.exit}"
     ends = [inst for inst in c.instances if inst.phase == "end"]
     clean = c.sc.exit != "error" and "cancel" not in c.at and (c.sc.mode == "tasks" or _fatal(c) is None)
+    # A lane left without a session (its re-creation failed) means no end, as with one lane.
+    clean = clean and _open_at(c, c.at["leaving"]) == c.sc.lanes
     has_end = any("end" in plan.kinds for plan in c.sc.hooks)
     assert len(ends) == (1 if clean and has_end else 0), f"end phases: {len(ends)} (clean exit: {clean})"
+
+
+def _open_at(c: LaneCheck, at: int) -> int:
+    """Sessions created, set up (every after_create_session done) and not closed at ``at``."""
+    created = [ev.session for ev in c.log[:at] if ev.kind == "created"]
+    closed = {ev.session for ev in c.log[:at] if ev.kind == "closed"}
+    broken = {
+        inst.session for inst in c.instances
+        if inst.phase == "after_create_session" and inst.start < at and any(x.end != "done" for x in inst.calls)
+    }
+    return len([s for s in created if s not in closed and s not in broken])
 
 
 def _admission(c: LaneCheck) -> None:
@@ -263,7 +277,7 @@ def _cut(c: LaneCheck) -> None:
         forbidden = ("ran", "run-raised") if late else ("run", "ran", "run-raised")
         assert ev.kind not in forbidden, f"after the cut at {cut}: {ev}"
     for inst in c.instances:
-        if cut < inst.start < leaving and not (late and inst.phase == "before_run"):
+        if cut < inst.start < leaving and not (late and inst.phase in ("before_run", "after_create_session")):
             raise AssertionError(f"{inst.phase} (item {inst.item}) started after the cut")
 
 
