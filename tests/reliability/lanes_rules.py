@@ -150,7 +150,7 @@ def _numbers(c: LaneCheck) -> None:
         # NUMBER_GIVEN_BACK: a step after one given up may see a smaller number
         given_back = NUMBER_GIVEN_BACK and any(c.given_up(other, len(c.log)) for other in admitted[:rank])
         if number is not None and began and not renumbered and not given_back:
-            assert began == {number - 1}, (item, began, number)
+            assert began == {number - 1}, f"item {item}: before_run saw global step {began}, after_run {number}"
         if number is not None and not renumbered and not given_back and all(n is not None for _, n in numbers[:rank]):
             assert number == rank + 1, f"item {item} (admitted {rank + 1}th) got number {number}"
     runs = [[end is not None and end.kind == "ran" for _, _, end in c.raw.get(item, [])] for item in admitted]
