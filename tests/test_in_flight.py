@@ -303,3 +303,19 @@ async def test_run_step_fn_runs_on_one_free_lane() -> None:
             assert await sess.run_step_fn(step_fn) == 7
             assert await sess.run("y", {"i": 8}) == 8
     assert hook.steps("after") == [1, 2]
+
+
+async def test_ordered_must_be_a_bool_and_means_nothing_with_one_lane() -> None:
+    """iterate(ordered=...) is checked; with one lane both orders are the step order; aclose ends it."""
+    async with MonitoredSession(lambda: StepSession(lambda feed: {"y": feed["i"]})) as sess:
+        with pytest.raises(TypeError, match=r"iterate\(\): ordered must be True or False, got 'no'"):
+            sess.iterate("y", feeds(2), ordered="no")  # type: ignore[arg-type]
+        assert [r async for r in sess.iterate("y", feeds(3), ordered=False)] == [0, 1, 2]
+        it = sess.iterate("y", feeds(3))
+        assert await it.__anext__() == 0
+        await it.aclose()
+        with pytest.raises(StopAsyncIteration):
+            await it.__anext__()
+    async with MonitoredSession(lambda: StepSession(lambda feed: {}), max_in_flight=2) as sess:
+        with pytest.raises(TypeError, match=r"iterate\(\): ordered must be True or False, got 1"):
+            sess.iterate(None, feeds(2), ordered=1)  # type: ignore[arg-type]

@@ -275,3 +275,133 @@ async def test_a_lane_lost_mid_run_under_a_restoring_creator_rolls_nothing_back(
                                 max_in_flight=3) as sess:
         assert await sess.global_step() == 12
     assert again.loaded == [12]
+
+
+async def test_a_checkpoint_saved_in_after_run_is_a_consistent_cut(tmp_path: Path) -> None:
+    """Runs ending out of order, a checkpoint at every after_run: each holds its step and the
+    hooks' state after exactly that many steps, whatever was still in flight."""
+    from hookrun import Checkpointer
+
+    gates, counted = Gates(), Counted()
+    saver = CheckpointSaverHook(checkpoint_dir=tmp_path, save_steps=1, max_to_keep=None)
+    sess = MonitoredSession(GatedCreator(gates), [saver, counted], max_in_flight=3)
+    async with sess, anyio.create_task_group() as tg:
+        tg.start_soon(release_in_order, gates, [2, 1, 0, 4, 3, 5], 3)
+        with anyio.fail_after(10):
+            assert [r async for r in sess.iterate("y", feeds(6))] == list(range(6))
+    checkpointer = Checkpointer(tmp_path)
+    infos = checkpointer.all()
+    assert [info.step for info in infos] == [0, 1, 2, 3, 4, 5, 6]
+    for info in infos:
+        restored = await checkpointer.restore(info.path)
+        assert restored is not None
+        assert restored.state["global_step"] == info.step
+        (hook_state,) = [state for key, state in restored.state["hooks"].items() if "Counted" in key]
+        assert hook_state == {"count": info.step}  # the hooks saw exactly the steps up to it
+
+
+async def test_a_recoverable_error_in_after_run_re_runs_the_step_with_its_number() -> None:
+    """after_run of step 2 raises AbortedError: its lane is re-created, the step re-run; the
+    counter moves once for it and the steps after it wait, in order."""
+    from hookrun.testing import FaultyHook
+
+    gates, hook = Gates(), Recorder()
+    gates.open_all = True
+    creator = GatedCreator(gates)
+    faulty = FaultyHook("after_run", AbortedError("lost in after_run"), at=1)
+    async with MonitoredSession(creator, [hook, faulty], retry=NO_WAIT, max_in_flight=3) as sess:
+        with anyio.fail_after(10):
+            assert [r async for r in sess.iterate("y", feeds(5))] == list(range(5))
+        assert await sess.global_step() == 5
+    assert hook.steps("after") == [1, 2, 2, 3, 4, 5]  # step 2's after_run again, same number
+    assert hook.steps("before").count(1) == 2  # its before_run again, with the same number
+    assert len(creator.sessions) == 4
+
+
+async def test_a_hook_error_at_admission_cancels_the_steps_in_flight() -> None:
+    """before_run of the third step raises: the two steps in flight are cancelled, iterate raises it."""
+    from hookrun.testing import FaultyHook
+
+    gates, hook = Gates(), Recorder()
+    creator = GatedCreator(gates)
+    faulty = FaultyHook("before_run", ValueError("bad hook"), at=2)
+    with pytest.raises(ValueError, match="bad hook"):
+        async with MonitoredSession(creator, [hook, faulty], max_in_flight=3) as sess:
+            with anyio.fail_after(10):
+                async for _ in sess.iterate("y", feeds(5)):
+                    pass
+    assert sorted(gates.started) == [0, 1]
+    assert gates.finished == []
+    assert hook.steps("after") == []
+    assert [s.closed for s in creator.sessions] == [1, 1, 1]
+
+
+async def test_run_step_fn_is_called_again_on_its_lanes_new_session() -> None:
+    """A step function failing with a recoverable error: its lane is re-created, the function called again."""
+    gates = Gates()
+    gates.open_all = True
+    creator = GatedCreator(gates)
+    sessions: list[Any] = []
+    async with MonitoredSession(creator, retry=NO_WAIT, max_in_flight=2) as sess:
+
+        async def step_fn(ctx: Any) -> Any:
+            sessions.append(ctx.session)
+            if len(sessions) == 1:
+                raise AbortedError("lost")
+            return await ctx.run_with_hooks("y", {"i": 3})
+
+        with anyio.fail_after(10):
+            assert await sess.run_step_fn(step_fn) == 3
+    assert sessions[0] is creator.sessions[0] and sessions[1] is creator.sessions[2]
+    assert creator.sessions[0].closed == 1
+
+
+async def test_creating_a_lane_at_entry_is_retried() -> None:
+    """A recoverable error creating the second lane's session is retried per the policy."""
+    from hookrun import UnavailableError
+
+    gates = Gates()
+    creator = GatedCreator(gates)
+    original = creator.create_session
+    failures = [UnavailableError("not yet")]
+
+    async def create() -> Any:
+        if len(creator.sessions) == 1 and failures:
+            raise failures.pop()
+        return await original()
+
+    creator.create_session = create  # type: ignore[method-assign]
+    async with MonitoredSession(creator, retry=NO_WAIT, max_in_flight=2) as sess:
+        assert sess.statistics().sessions_created == 2
+    assert failures == []
+
+
+async def test_a_recoverable_error_in_a_lanes_coordinator_re_creates_that_lane() -> None:
+    """A background task of lane 0's coordinator fails recoverably: the next step on that lane re-creates it."""
+    gates = Gates()
+    gates.open_all = True
+    creator = GatedCreator(gates)
+
+    class Keep(SessionRunHook):
+        overlapping_steps = True
+
+        def __init__(self) -> None:
+            self.coords: list[Any] = []
+
+        def after_create_session(self, session: Any, coord: Any) -> None:
+            self.coords.append(coord)
+
+    keep = Keep()
+
+    async def fail() -> None:
+        raise AbortedError("background task lost its connection")
+
+    async with MonitoredSession(creator, [keep], retry=NO_WAIT, max_in_flight=2) as sess:
+        keep.coords[0].start_soon(fail)
+        await anyio.wait_all_tasks_blocked()
+        assert not sess.should_stop()  # recoverable: the lane is re-created, nothing stops
+        with anyio.fail_after(10):
+            assert [await sess.run("y", {"i": i}) for i in range(2)] == [0, 1]
+    assert len(creator.sessions) == 3
+    assert [s.closed for s in creator.sessions] == [1, 1, 1]
+    assert creator.sessions[0].runs == []  # its lane was re-created before running a step

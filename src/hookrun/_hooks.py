@@ -54,15 +54,18 @@ class SessionRunHook:
     class attribute ``traces_before_run = True``: the session then times every
     ``before_run`` call, so a traced step also holds the ``before_run`` spans
     (timing them costs a little on every step, so it is opt-in).
+
+    A hook that is right when steps overlap (a session made with
+    ``max_in_flight > 1``, where the ``before_run`` of later steps may come
+    between a step's ``before_run`` and its ``after_run``) sets the class
+    attribute ``overlapping_steps = True``: it keeps no per-step state on itself
+    from one to the other (it carries it in ``run_context.step_state``). Such a
+    session refuses a hook that does not say so.
     """
 
     traces_before_run = False
 
-    #: Whether the hook is right when steps overlap (``max_in_flight > 1``): between a
-    #: step's ``before_run`` and its ``after_run`` the ``before_run`` of later steps may
-    #: run. True only if the hook keeps no per-step state on itself from one to the
-    #: other (carry it in ``run_context.step_state``); a session with steps in flight
-    #: refuses a hook that does not say so.
+    #: Whether the hook is right when steps overlap (see the class docstring).
     overlapping_steps = False
 
     def begin(self) -> object:

@@ -7,6 +7,7 @@ construction: a session with one lane never runs any of it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -52,11 +53,12 @@ def install_in_flight(session: Any, creator: object, n: int) -> None:
     """Hand the session's entry points to a steps-in-flight engine with ``n`` lanes."""
     from ._in_flight import InFlight
     from ._in_flight_iterate import InFlightIterator
+    from ._in_flight_step_fn import run_step_fn
 
     engine = InFlight(session, creator, n)
     session._in_flight = engine
     session.run = engine.run
-    session.run_step_fn = engine.run_step_fn
+    session.run_step_fn = functools.partial(run_step_fn, engine)
     session.should_stop = engine.should_stop
     session._create = engine.sessions.create_all
     session._close_current = engine.sessions.close_all

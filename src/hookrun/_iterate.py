@@ -85,6 +85,10 @@ class StepIterator:
         self._steps += 1
         return results
 
+    async def aclose(self) -> None:
+        """Stop iterating: no more steps (with steps in flight, those running are cancelled)."""
+        self._done = True
+
     async def _next_feed(self) -> Mapping[Any, Any] | None:
         feeds = self._feeds
         if feeds is None:

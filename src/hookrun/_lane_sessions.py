@@ -5,9 +5,9 @@ and closing them all once.
 ``LaneSessions`` is owned by the steps-in-flight engine (``_in_flight.py``) and works on
 the monitored session's creator, coordinator task group, hooks and statistics. Each lane
 has its own raw session and coordinator; every hook's ``after_create_session`` hears of
-each one (under the engine's phase lock: one hook phase at a time). Lane 0's session and
-coordinator are also the monitored session's ``raw_session()`` and the ones ``end`` and
-``on_exception`` receive.
+each one (under the engine's phase lock: one hook phase at a time). The first lane that
+has a session lends it (and its coordinator) to the monitored session: ``raw_session()``
+and the session ``end`` and ``on_exception`` receive.
 
 Restoring creators: the first lane's session comes from ``create_session()`` (which may
 restore the step counter and the hooks); every other one, at entry and on re-creation,
@@ -102,8 +102,7 @@ class LaneSessions:
                 await self._close_raw(raw, lane)
             raise
         lane.raw, lane.coord = raw, coord
-        if lane.index == 0:
-            s._raw, s._coord = raw, coord
+        self._publish()
         try:
             plan = s._after_create
             if plan.calls:
@@ -160,8 +159,7 @@ class LaneSessions:
         s = self.s
         coord, raw = lane.coord, lane.raw
         lane.coord = lane.raw = None
-        if lane.index == 0:
-            s._raw = s._coord = None
+        self._publish()
         failures: list[BaseException] = []
         with anyio.move_on_after(2 * s._grace + 1.0, shield=True) as scope:
             if coord is not None:
@@ -195,6 +193,12 @@ class LaneSessions:
                 log_warning("error while closing a session: %r", failure, exc_info=failure, step=self.s._step_now())
             return []
         return failures
+
+    def _publish(self) -> None:
+        """The monitored session's own session and coordinator: the first lane's that has one."""
+        s = self.s
+        lane = next((lane for lane in self.lanes if lane.raw is not None), None)
+        s._raw, s._coord = (None, None) if lane is None else (lane.raw, lane.coord)
 
     async def _close_raw(self, raw: object, lane: Lane) -> None:
         if not any(other.raw is raw for other in self.lanes):

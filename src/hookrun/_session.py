@@ -13,6 +13,9 @@ module                owns
 ``_recovering.py``    ``Recovering``: creating a session; replacing a failed one
 ``_stepping.py``      ``Stepping``: the step bodies (no state changes)
 ``_state.py``         ``State``, its changes (``move``)
+``_in_flight*.py``    steps in flight (``max_in_flight > 1``): the engine the entry
+                      points are handed to at construction; ``_lanes.py`` and
+                      ``_lane_sessions.py`` hold its lanes and their raw sessions
 ====================  ================================================================
 
 The states (NEW, ENTERING, OPEN, RECOVERING, BROKEN, CLOSED), what each means and which changes
@@ -193,7 +196,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
 
     def raw_session(self) -> Any:
         """The current raw session (runs on it bypass the hooks), or ``None`` when there is
-        none: before ``async with``, once closed, or after re-creating it failed."""
+        none: before ``async with``, once closed, or after re-creating it failed. With
+        ``max_in_flight > 1``: the first lane's that has one (also the one ``end`` receives)."""
         return self._raw
 
     @property

@@ -77,8 +77,10 @@ class FaultyHook(SessionRunHook):
     (``"stop"``: the step's stop in ``before_run``/``after_run``, the coordinator's in
     ``after_create_session``). Its method is async and suspends once before acting, so it
     really runs beside the hook under test. Only ``phase`` is overridden. ``calls``
-    counts the calls made.
+    counts the calls made. One phase only, so steps in flight may overlap under it.
     """
+
+    overlapping_steps = True
 
     _PHASE_CLASSES: ClassVar[dict[str, type[FaultyHook]]] = {}
     phase: ClassVar[str] = ""

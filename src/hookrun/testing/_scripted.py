@@ -43,7 +43,10 @@ class RecordingHook(SessionRunHook):
     ``raises`` maps a phase to an exception raised there (once, or every time with
     ``raise_always``). ``stop_in`` lists phases in which the hook requests stop.
     ``log`` may be shared between hooks to record the global order of calls.
+    It keeps no per-step state, so steps in flight may overlap under it.
     """
+
+    overlapping_steps = True
 
     def __init__(
         self,

@@ -1,0 +1,76 @@
+"""``MonitoredSession.run_step_fn`` with steps in flight: the step function runs on one
+free lane, like a step; its ``StepContext`` holds that lane's raw session, and its
+``run_with_hooks`` is a full hooked step on that lane (numbered like any other, with no
+recovery of its own). A recoverable error re-creates the lane and calls the function
+again with the new session; any other error cancels the other steps in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import RunAfterStopError
+from ._hooks import RunMetadata, RunOptions
+from ._in_flight import InFlight, Step
+from ._state import State
+from ._validate import check_step_fn
+
+__all__ = ["run_step_fn"]
+
+
+async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
+    """``MonitoredSession.run_step_fn`` with steps in flight: ``step_fn`` on a free lane,
+    re-invoked with the lane's new session after a recovery."""
+    from ._session import StepContext  # the session's module imports this one
+
+    check_step_fn(step_fn)
+    self.check_open("run_step_fn()")
+    step = await self.take_lane((None, None, None, None))
+    s = self.s
+    try:
+        with step.scope:
+            budget = await self.ready(step, None)
+            while True:
+                try:
+                    return await step_fn(StepContext(_LaneOwner(self, step), step.lane.raw))  # type: ignore[arg-type]
+                except Exception as exc:
+                    if not (s._recovers and s._is_recoverable(exc)) or s._state is State.CLOSED:
+                        self.fail_others(step, exc)
+                        raise
+                    budget = budget or s._retry.budget()
+                    if not await self.sessions.recover(step.lane, exc, budget):
+                        self.fail_others(step, exc)
+                        raise
+        raise self.cancelled_error(step)
+    finally:
+        self.end(step)
+
+
+class _LaneOwner:
+    """What a ``StepContext`` of ``run_step_fn`` reaches on a session with steps in flight:
+    a hooked step on the lane the step function holds, and the stop request."""
+
+    __slots__ = ("engine", "step")
+
+    def __init__(self, engine: InFlight, step: Step) -> None:
+        self.engine = engine
+        self.step = step
+
+    def _set_hook_stop(self) -> None:
+        self.engine.s._set_hook_stop()
+
+    async def _step(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+    ) -> Any:
+        engine = self.engine
+        sub = Step(self.step.lane, (fetches, feed_dict, options, run_metadata))
+        try:
+            if not await engine.admit(sub):
+                engine.check_open("run_with_hooks()")
+                raise RunAfterStopError("run_with_hooks() called after the session stopped")
+            return await engine.attempt(sub, None, admitted=True)
+        finally:
+            if sub.number:
+                engine.turn.done(sub.number)
