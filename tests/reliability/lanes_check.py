@@ -180,11 +180,26 @@ class LaneCheck:
         return bool(later)
 
     def attempts(self, item: int, upto: int) -> int:
+        """Attempts of a step up to ``upto``: its runs, and the failed creations of the
+        recoveries between them (the retry budget counts both)."""
         if self.planned["before_run"]:
-            return sum(inst.start <= upto for inst in self.of_item(item, "before_run"))
-        return sum(start <= upto for start, _, _ in self.raw.get(item, []))
+            starts = [inst.start for inst in self.of_item(item, "before_run") if inst.start <= upto]
+        else:
+            starts = [start for start, _, _ in self.raw.get(item, []) if start <= upto]
+        failed = [f.at for f in self.failures if f.item == item and f.effect == "aborted" and f.at <= upto]
+        creations = 0
+        for at in failed:
+            following = [s for s in starts if s > at]
+            until = following[0] if following else upto
+            creations += sum(ev.kind == "create-failed" for ev in self.log[at:until])
+        return len(starts) + creations
 
     def fatal(self) -> Failure | None:
+        if not hasattr(self, "_fatal"):
+            self._fatal = self._first_fatal()
+        return self._fatal
+
+    def _first_fatal(self) -> Failure | None:
         """The first error that ends the work: a non-recoverable one, or a recoverable one
         the retry budget could not absorb (one within the budget that was not retried was
         cut short by something else)."""
@@ -201,6 +216,11 @@ class LaneCheck:
         marks = [c.end_at for inst in self.instances if inst.item == item and inst.phase in ("before_run", "after_run")
                  for c in inst.calls if c.end in ("raised", "cancelled")]
         marks += [self.log.index(end) for _, _, end in self.raw.get(item, []) if end is not None and end.kind != "ran"]
+        fatal = self.fatal()
+        if fatal is not None and fatal.item != item and self.first_seen(item) < fatal.at < before:
+            done = [inst for inst in self.of_item(item, "after_run") if inst.start < fatal.at]
+            if not any(inst.complete(self.planned["after_run"]) for inst in done):
+                return True  # in flight when another step failed for good: cancelled
         marks = [m for m in marks if m < before]
         if not marks:
             return False

@@ -64,6 +64,10 @@ class LaneScenario:
     #: Cancel the whole block instead of the ``cancel_at``-th release (None: never).
     cancel_at: int | None
     exit: str  # "normal", "oor" (the body raises a clean-stop), "error"
+    #: The cancellation cuts only the work (iterate / the run() callers): the block goes on.
+    cancel_work: bool = False
+    #: ``StopAtStepHook(num_steps=last_step)`` instead of ``last_step=`` (the counter starts at 0).
+    num_steps: bool = False
 
     def release_choice(self, number: int) -> int:
         return self.releases[number] if number < len(self.releases) else 0
@@ -126,4 +130,6 @@ def lane_scenarios(draw: st.DrawFn, lanes: tuple[int, ...] = (1, 2, 4)) -> LaneS
         releases=releases,
         cancel_at=cancel_at,
         exit=draw(st.sampled_from(("normal", "normal", "oor", "error"))),
+        cancel_work=draw(st.booleans()),
+        num_steps=draw(st.booleans()),
     )

@@ -79,11 +79,15 @@ def _calls(c: LaneCheck) -> None:
     assert len(begins) <= 1, "begin ran twice"
 
 
+def _block_cancelled(c: LaneCheck) -> bool:
+    return "cancel" in c.at and not c.sc.cancel_work
+
+
 def expected_exit(c: LaneCheck) -> Any:
-    if "cancel" in c.at:
+    if _block_cancelled(c):
         return "cancelled"
     fatal = _fatal(c)
-    if fatal is not None and c.sc.mode != "tasks":
+    if fatal is not None and c.sc.mode != "tasks" and fatal.at < c.at.get("cancel", len(c.log)):
         return fatal.expected
     if c.sc.exit == "error":
         return ("raise", "ValueError", "body")
@@ -100,10 +104,15 @@ def _exit(c: LaneCheck) -> None:
     expected = expected_exit(c)
     assert c.obs.exit == expected, f"exit: expected {expected}, observed {c.obs.exit}"
     ends = [inst for inst in c.instances if inst.phase == "end"]
-    clean = c.sc.exit != "error" and "cancel" not in c.at and (c.sc.mode == "tasks" or _fatal(c) is None)
-    # A lane left without a session (its re-creation failed) means no end, as with one lane.
-    clean = clean and _open_at(c, c.at["leaving"]) == c.sc.lanes
+    fatal = _fatal(c)
+    unfailed = c.sc.mode == "tasks" or fatal is None or fatal.at > c.at.get("cancel", len(c.log))
+    clean = c.sc.exit != "error" and not _block_cancelled(c) and unfailed
     has_end = any("end" in plan.kinds for plan in c.sc.hooks)
+    if clean and has_end and _open_at(c, c.at["leaving"]) < c.sc.lanes:
+        # A lane left without a session: with one lane that means no end; with several the
+        # runtime calls end or not depending on how the lane lost it (noted, not fixed by the rules).
+        assert len(ends) <= 1, f"end phases: {len(ends)}"
+        return
     assert len(ends) == (1 if clean and has_end else 0), f"end phases: {len(ends)} (clean exit: {clean})"
 
 
@@ -127,17 +136,21 @@ def _admission(c: LaneCheck) -> None:
     if c.sc.last_step is not None:  # a step given up gives its number back
         done = [item for item in admitted if c.succeeded(item)]
         assert len(done) <= c.sc.last_step, f"StopAtStepHook(last_step={c.sc.last_step}) overshot: {done}"
-    if not stopped:
+    if not stopped and not _renumbered(c):
         bound = c.sc.items if c.sc.last_step is None else min(c.sc.items, c.sc.last_step)
         assert len(admitted) == bound, f"admitted {admitted}, expected {bound} steps"
+
+
+def _renumbered(c: LaneCheck) -> bool:
+    """One lane keeps the one-step rules: a step whose after_run failed moved the counter,
+    and its re-run is a new step."""
+    return c.sc.lanes == 1 and any(f.item >= 0 and c.after_run_failure(f) for f in c.failures)
 
 
 def _numbers(c: LaneCheck) -> None:
     """A step's number: fixed at admission, kept across re-runs, increasing in admission order."""
     admitted = c.admitted()
-    # One lane keeps the one-step rules: a step whose after_run failed moved the counter,
-    # and its re-run is a new step.
-    renumbered = c.sc.lanes == 1 and any(f.item >= 0 and c.after_run_failure(f) for f in c.failures)
+    renumbered = _renumbered(c)
     numbers = [(item, c.number(item)) for item in admitted]
     known = [n for _, n in numbers if n is not None]
     assert known == sorted(set(known)), f"step numbers not increasing in admission order: {numbers}"
@@ -290,8 +303,15 @@ def _sessions(c: LaneCheck) -> None:
     early = min(_cut_at(c), c.at.get("leaving", len(c.log)), len(c.log) if fatal is None else fatal.at)
     failed = {f.session for f in c.failures if f.effect == "aborted" and f.session}
     failed |= {inst.session for inst in c.instances if inst.phase == "after_create_session" and any(x.end != "done" for x in inst.calls)}
+    running: dict[str, int] = {}
     for i, ev in enumerate(c.log):
-        if ev.kind == "created":
+        if ev.kind == "run":  # a lane runs one step at a time; at most N runs at once
+            running[ev.session] = running.get(ev.session, 0) + 1
+            assert running[ev.session] == 1, f"two runs at once on {ev.session}"
+            assert sum(running.values()) <= c.sc.lanes, f"{sum(running.values())} runs at once"
+        elif ev.kind in ("ran", "run-raised", "run-cancelled"):
+            running[ev.session] -= 1
+        elif ev.kind == "created":
             open_.add(ev.session)
             peak = max(peak, len(open_))
         elif ev.kind == "closed":

@@ -241,7 +241,9 @@ def _blocked(task: asyncio.Task[Any]) -> bool:
     return waiter is not None and not waiter.done()
 
 
-async def _drive(world: World, block: anyio.CancelScope, finished: anyio.Event, out: dict[str, Any]) -> None:
+async def _drive(
+    world: World, block: anyio.CancelScope, work: anyio.CancelScope, finished: anyio.Event, out: dict[str, Any]
+) -> None:
     """Open one waiting gate each time every task is blocked, in the scenario's order."""
     releases = 0
     idle = 0
@@ -258,9 +260,10 @@ async def _drive(world: World, block: anyio.CancelScope, finished: anyio.Event, 
             await anyio.sleep(0.001)
             continue
         idle = 0
-        if world.sc.cancel_at == releases and not block.cancel_called:
+        target = work if world.sc.cancel_work else block
+        if world.sc.cancel_at == releases and not target.cancel_called:
             world.log.append(Ev("cancel"))
-            block.cancel()
+            target.cancel()
             continue
         waiting = sorted(world.pending, key=lambda entry: entry[:2])
         item, attempt, gate = waiting[world.sc.release_choice(releases) % len(waiting)]
@@ -300,7 +303,8 @@ async def run_lanes(sc: LaneScenario) -> LaneObserved:
     creator = LaneCreator(world)
     hooks: list[Any] = [_hook_class(plan.kinds)(plan, world.log) for plan in sc.hooks]
     if sc.last_step is not None:
-        hooks.append(StopAtStepHook(last_step=sc.last_step))
+        stop = StopAtStepHook(num_steps=sc.last_step) if sc.num_steps else StopAtStepHook(last_step=sc.last_step)
+        hooks.append(stop)
     lanes: dict[str, Any] = {} if sc.lanes == 1 else {"max_in_flight": sc.lanes}
     retry = RetryPolicy(max_attempts=sc.max_attempts, initial_delay=0, jitter=False)
     sess = MonitoredSession(creator, hooks, retry=retry, stop_grace_period=1, **lanes)
@@ -313,13 +317,15 @@ async def run_lanes(sc: LaneScenario) -> LaneObserved:
         async with anyio.create_task_group() as tg:
             block = anyio.CancelScope()
             finished = anyio.Event()
-            tg.start_soon(_drive, world, block, finished, out)
+            work = anyio.CancelScope()
+            tg.start_soon(_drive, world, block, work, finished, out)
             try:
                 with block:
                     async with sess:
                         world.log.append(Ev("entered"))
                         try:
-                            await _body(sess, world, yielded, outcomes)
+                            with work:
+                                await _body(sess, world, yielded, outcomes)
                         finally:
                             world.log.append(Ev("leaving"))
                         if sc.exit == "oor":
