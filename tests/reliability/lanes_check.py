@@ -191,24 +191,25 @@ class LaneCheck:
         for at in failed:
             following = [s for s in starts if s > at]
             until = following[0] if following else upto
-            creations += sum(ev.kind == "create-failed" for ev in self.log[at:until])
+            creations += sum(f.item < 0 and at < f.at < until for f in self.failures)
         return len(starts) + creations
 
     def fatal(self) -> Failure | None:
-        if not hasattr(self, "_fatal"):
-            self._fatal = self._first_fatal()
-        return self._fatal
+        fatals = self.fatals()
+        return fatals[0] if fatals else None
 
-    def _first_fatal(self) -> Failure | None:
-        """The first error that ends the work: a non-recoverable one, or a recoverable one
-        the retry budget could not absorb (one within the budget that was not retried was
-        cut short by something else)."""
-        for f in self.failures:
-            if f.effect == "oor" or self.absorbed(f):
-                continue
-            if f.effect == "error" or f.item < 0 or self.attempts(f.item, f.at) >= self.sc.max_attempts:
-                return f
-        return None
+    def fatals(self) -> list[Failure]:
+        """The errors that end a step for good and cancel the others in flight: non-recoverable
+        ones, and recoverable ones the retry budget could not absorb (one within the budget
+        that was not retried was cut short by something else). With run() callers the
+        session goes on after one, so there may be several."""
+        if not hasattr(self, "_fatals"):
+            self._fatals = [
+                f for f in self.failures
+                if f.effect != "oor" and not self.absorbed(f)
+                and (f.effect == "error" or f.item < 0 or self.attempts(f.item, f.at) >= self.sc.max_attempts)
+            ]
+        return self._fatals
 
     def given_up(self, item: int, before: int) -> bool:
         """The step ended for good before ``before``: it failed or was cancelled (in a hook
@@ -216,11 +217,11 @@ class LaneCheck:
         marks = [c.end_at for inst in self.instances if inst.item == item and inst.phase in ("before_run", "after_run")
                  for c in inst.calls if c.end in ("raised", "cancelled")]
         marks += [self.log.index(end) for _, _, end in self.raw.get(item, []) if end is not None and end.kind != "ran"]
-        fatal = self.fatal()
-        if fatal is not None and fatal.item != item and self.first_seen(item) < fatal.at < before:
-            done = [inst for inst in self.of_item(item, "after_run") if inst.start < fatal.at]
-            if not any(inst.complete(self.planned["after_run"]) for inst in done):
-                return True  # in flight when another step failed for good: cancelled
+        for fatal in self.fatals():
+            if fatal.item != item and self.first_seen(item) < fatal.at < before:
+                done = [inst for inst in self.of_item(item, "after_run") if inst.start < fatal.at]
+                if not any(inst.complete(self.planned["after_run"]) for inst in done):
+                    return True  # in flight when another step failed for good: cancelled
         marks = [m for m in marks if m < before]
         if not marks:
             return False
