@@ -204,10 +204,16 @@ class LaneCheck:
         that was not retried was cut short by something else). With run() callers the
         session goes on after one, so there may be several."""
         if not hasattr(self, "_fatals"):
-            self._fatals = [
+            ends = [
                 f for f in self.failures
                 if f.effect != "oor" and not self.absorbed(f)
                 and (f.effect == "error" or f.item < 0 or self.attempts(f.item, f.at) >= self.sc.max_attempts)
+            ]
+            # A lane's failed re-creation left unretried: its budget ran out, unless a later
+            # error ended the work first (then that error cut the recovery short).
+            self._fatals = [
+                f for f in ends
+                if f.effect == "error" or f.item >= 0 or not any(g.at > f.at and g.item >= 0 for g in ends)
             ]
         return self._fatals
 

@@ -74,7 +74,10 @@ class LaneScenario:
 
 
 def _action(kind: str, phase: str) -> st.SearchStrategy[Action]:
-    effects: tuple[str, ...] = ("ok",) * 8 + ("error", "aborted", "aborted")
+    # Mostly ok: a scenario has many hook calls, and one fatal error ends it.
+    effects: tuple[str, ...] = ("ok",) * 24 + ("error", "aborted", "aborted")
+    if phase in ("begin", "after_create_session"):  # called before any step (N times for the second)
+        effects = ("ok",) * 60 + ("error", "aborted", "aborted")
     if phase in ("before_run", "after_run"):
         effects += ("stop", "stop", "oor")
     chosen = st.sampled_from(effects)
@@ -102,21 +105,23 @@ def lane_hooks(draw: st.DrawFn, name: str) -> LaneHook:
 @st.composite
 def lane_scenarios(draw: st.DrawFn, lanes: tuple[int, ...] = (1, 2, 4)) -> LaneScenario:
     n = draw(st.sampled_from(lanes))
-    items = draw(st.integers(0, 8))
+    items = draw(st.integers(2, 8) | st.integers(0, 8))
     hooks = tuple(draw(lane_hooks(f"h{i}")) for i in range(draw(st.integers(0, 3))))
     run_effects = draw(
         st.dictionaries(
             st.tuples(st.integers(0, max(items - 1, 0)), st.integers(0, 2)),
             st.sampled_from(("error", "aborted", "aborted", "aborted", "oor")),
-            max_size=3,
+            max_size=2,
         )
     )
     creator_errors = draw(
-        st.dictionaries(st.integers(0, n + 2), st.sampled_from(("error", "aborted", "aborted")), max_size=1)
+        # mostly a re-creation (attempts from n on), sometimes a creation at entry
+        st.dictionaries(st.integers(n, n + 2) | st.integers(0, n + 2), st.sampled_from(("error", "aborted", "aborted", "aborted")), max_size=1)
+        | st.just({})
     )
     last_step = draw(st.one_of(st.none(), st.none(), st.integers(1, 6)))
     releases = tuple(draw(st.lists(st.integers(0, 3), max_size=12)))
-    cancel_at = draw(st.one_of(st.none(), st.none(), st.none(), st.integers(0, 8)))
+    cancel_at = draw(st.one_of(st.none(), st.none(), st.integers(0, 5)))
     return LaneScenario(
         lanes=n,
         # One lane keeps one step at a time: concurrent run() callers are refused there.

@@ -10,7 +10,7 @@ from .lanes_check import Failure, LaneCheck, expected_value, hook_value
 from .lanes_plan import LaneScenario
 from .lanes_run import LaneObserved
 
-__all__ = ["LATE_CANCEL", "NUMBER_GIVEN_BACK", "check_lanes"]
+__all__ = ["LATE_CANCEL", "NUMBER_GIVEN_BACK", "check_lanes", "features"]
 
 #: Known deviations of the runtime from the rules, each shown by a strict xfail test in
 #: ``test_lanes_vs_runtime.py``; the check tolerates them while True (set False once fixed).
@@ -23,8 +23,9 @@ LATE_CANCEL = True
 NUMBER_GIVEN_BACK = True
 
 
-def check_lanes(sc: LaneScenario, obs: LaneObserved) -> None:
-    """Assert the runtime kept every rule of steps in flight in this scenario."""
+def check_lanes(sc: LaneScenario, obs: LaneObserved) -> LaneCheck:
+    """Assert the runtime kept every rule of steps in flight in this scenario; return the
+    facts read from its log."""
     assert not obs.stuck, "every task blocked with no raw run waiting: the runtime hung"
     assert obs.tasks_after_exit == obs.baseline_tasks, "a task was left running"
     for session in obs.sessions:
@@ -32,6 +33,26 @@ def check_lanes(sc: LaneScenario, obs: LaneObserved) -> None:
     c = LaneCheck(sc, obs)
     for rule in (_calls, _exit, _admission, _numbers, _before_run, _after_run, _results, _stops, _cut, _sessions):
         rule(c)
+    return c
+
+
+def features(c: LaneCheck) -> list[str]:
+    """What a scenario exercised (for hypothesis' statistics)."""
+    seen = [f"{c.sc.lanes} lanes", c.sc.mode]
+    if any(c.absorbed(f) for f in c.failures):
+        seen.append("recovered")
+    if c.fatal() is not None:
+        seen.append("fatal error")
+    if _stop_at(c) is not None or c.sc.last_step is not None:
+        seen.append("stopped")
+    if "cancel" in c.at:
+        seen.append("work cancelled" if c.sc.cancel_work else "block cancelled")
+    running = overlap = 0
+    for ev in c.log:
+        running += (ev.kind == "run") - (ev.kind in ("ran", "run-raised", "run-cancelled"))
+        overlap = max(overlap, running)
+    seen.append(f"{overlap} runs at once")
+    return seen
 
 
 def _fatal(c: LaneCheck) -> Failure | None:

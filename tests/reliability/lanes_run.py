@@ -223,7 +223,9 @@ def _method(phase: str, kind: str) -> Any:
 
 async def settle() -> None:
     """Return once every other task is blocked. anyio's ``wait_all_tasks_blocked`` sleeps
-    0.1 s on asyncio each time a task is still runnable; this polls every iteration."""
+    0.1 s on asyncio each time a task is still runnable, and does not see a cancellation
+    that a callback has yet to deliver; this polls every loop iteration and also waits for
+    the loop's ready callbacks (asyncio internals: ``Task._fut_waiter``, ``loop._ready``)."""
     if sniffio.current_async_library() != "asyncio":
         await anyio.wait_all_tasks_blocked()
         return
