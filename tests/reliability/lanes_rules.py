@@ -10,7 +10,7 @@ from .lanes_check import Failure, LaneCheck, expected_value, hook_value
 from .lanes_plan import LaneScenario
 from .lanes_run import LaneObserved
 
-__all__ = ["LATE_CANCEL", "NUMBER_GIVEN_BACK", "check_lanes", "features"]
+__all__ = ["LATE_CANCEL", "NUMBER_GIVEN_BACK", "STOP_OVERSHOOT_ON_RECOVERY", "check_lanes", "features"]
 
 #: Known deviations of the runtime from the rules, each shown by a strict xfail test in
 #: ``test_lanes_vs_runtime.py``; the check tolerates them while True (set False once fixed).
@@ -21,6 +21,9 @@ LATE_CANCEL = True
 #: A step given up (clean stop, error, cancellation) gives its number back: a later step's
 #: ``after_run`` sees a smaller global step than the one it was admitted with.
 NUMBER_GIVEN_BACK = True
+#: While a step is being recovered, ``StopAtStepHook`` lets one more step in per recovery
+#: (the recovered step gave its place up): ``last_step`` is overshot.
+STOP_OVERSHOOT_ON_RECOVERY = True
 
 
 def check_lanes(sc: LaneScenario, obs: LaneObserved) -> LaneCheck:
@@ -129,11 +132,9 @@ def _exit(c: LaneCheck) -> None:
     unfailed = c.sc.mode == "tasks" or fatal is None or fatal.at > c.at.get("cancel", len(c.log))
     clean = c.sc.exit != "error" and not _block_cancelled(c) and unfailed
     has_end = any("end" in plan.kinds for plan in c.sc.hooks)
-    if clean and has_end and _open_at(c, c.at["leaving"]) < c.sc.lanes:
-        # A lane left without a session: with one lane that means no end; with several the
-        # runtime calls end or not depending on how the lane lost it (noted, not fixed by the rules).
-        assert len(ends) <= 1, f"end phases: {len(ends)}"
-        return
+    # A lane left without a session (its re-creation failed or was cut): end still runs
+    # while some lane has one; with one lane, that means no end.
+    clean = clean and _open_at(c, c.at["leaving"]) > 0
     assert len(ends) == (1 if clean and has_end else 0), f"end phases: {len(ends)} (clean exit: {clean})"
 
 
@@ -154,12 +155,15 @@ def _admission(c: LaneCheck) -> None:
     if c.sc.mode != "tasks":
         assert admitted == list(range(len(admitted))), f"admitted out of feed order: {admitted}"
     stopped = _stop_at(c) is not None or _fatal(c) is not None or "cancel" in c.at
+    extra = 0
     if c.sc.last_step is not None:  # a step given up gives its number back
         done = [item for item in admitted if c.succeeded(item)]
-        assert len(done) <= c.sc.last_step, f"StopAtStepHook(last_step={c.sc.last_step}) overshot: {done}"
+        extra = sum(c.absorbed(f) for f in c.failures) if STOP_OVERSHOOT_ON_RECOVERY else 0
+        assert len(done) <= c.sc.last_step + extra, f"StopAtStepHook(last_step={c.sc.last_step}) overshot: {done}"
     if not stopped and not _renumbered(c):
         bound = c.sc.items if c.sc.last_step is None else min(c.sc.items, c.sc.last_step)
-        assert len(admitted) == bound, f"admitted {admitted}, expected {bound} steps"
+        most = bound if c.sc.last_step is None else min(c.sc.items, c.sc.last_step + extra)
+        assert bound <= len(admitted) <= most, f"admitted {admitted}, expected {bound} steps"
 
 
 def _renumbered(c: LaneCheck) -> bool:
