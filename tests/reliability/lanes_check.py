@@ -171,10 +171,14 @@ class LaneCheck:
         """A recoverable failure followed by another attempt (of its step, or a creation)."""
         if failure.effect != "aborted":
             return False
-        if any(ev.kind in ("created", "create-failed") for ev in self.log[failure.at + 1 :]):
-            return True  # the recovery began: its creation (or a later attempt) decides
+        creations = [i for i, ev in enumerate(self.log) if i > failure.at and ev.kind in ("created", "create-failed")]
         if failure.item < 0:
-            return False
+            return bool(creations)  # a creation retried
+        for at in creations[:1]:  # its lane's recovery began: the failed session closed, then a creation
+            closed = any(ev.kind == "closed" and ev.session == failure.session for ev in self.log[failure.at : at])
+            other = any(failure.at < g.at < at for g in self.failures)
+            if closed and not other:
+                return True
         later = [s for s, _, _ in self.raw.get(failure.item, []) if s > failure.at]
         later += [inst.start for inst in self.of_item(failure.item, "before_run") if inst.start > failure.at]
         return bool(later)
@@ -223,6 +227,10 @@ class LaneCheck:
         marks = [c.end_at for inst in self.instances if inst.item == item and inst.phase in ("before_run", "after_run")
                  for c in inst.calls if c.end in ("raised", "cancelled")]
         marks += [self.log.index(end) for _, _, end in self.raw.get(item, []) if end is not None and end.kind != "ran"]
+        outcome = self.obs.task_outcomes.get(item, ("",))
+        whole = any(inst.complete(self.planned["after_run"]) for inst in self.of_item(item, "after_run"))
+        if outcome[0] == "raise" and not whole:  # its run() caller saw it fail
+            return True
         for fatal in self.fatals():
             if fatal.item != item and self.first_seen(item) < fatal.at < before:
                 done = [inst for inst in self.of_item(item, "after_run") if inst.start < fatal.at]

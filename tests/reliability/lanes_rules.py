@@ -193,7 +193,8 @@ def _numbers(c: LaneCheck) -> None:
             assert number == rank + 1, f"item {item} (admitted {rank + 1}th) got number {number}"
     runs = [[end is not None and end.kind == "ran" for _, _, end in c.raw.get(item, [])] for item in admitted]
     ran = sum(map(sum, runs)) if renumbered else sum(map(any, runs))
-    if "cancel" in c.at or _fatal(c) is not None:  # a step that ran may be given up before counting
+    raised = any(outcome[0] == "raise" for outcome in c.obs.task_outcomes.values())
+    if "cancel" in c.at or _fatal(c) is not None or raised:  # a step that ran may be given up before counting
         counted = sum(bool(c.of_item(item, "after_run")) for item in admitted)
         assert counted <= c.obs.counter <= ran, f"step counter {c.obs.counter}: {counted} counted, {ran} ran"
     else:
