@@ -1,10 +1,12 @@
-"""Short soak: 10 hooks of every kind for thousands of steps on each backend; memory
-(tracemalloc), gc object counts and task counts stay flat after warm-up.
+"""Short soak: 10 hooks of every kind for thousands of steps on each backend, one step at a
+time and four steps in flight; memory (tracemalloc), gc object counts and task counts stay
+flat after warm-up.
 (``benchmarks/soak.py`` is the long version: 1M steps, JSON figures.)"""
 
 from __future__ import annotations
 
 import gc
+import itertools
 import tracemalloc
 
 import anyio
@@ -20,9 +22,13 @@ from hookrun import (
 )
 
 WARMUP, WINDOW, STEPS = 2_000, 2_000, 10_000
+#: Four lanes: fewer steps (each costs more); a raw run's schedule points (so runs overlap).
+LANE_WARMUP, LANE_WINDOW, LANE_STEPS, RUN_POINTS = 1_000, 1_000, 4_000, 20
 
 
 class _Plain(SessionRunHook):
+    overlapping_steps = True
+
     def __init__(self, name: str) -> None:
         self.name = name
         self.seen = 0
@@ -32,6 +38,8 @@ class _Plain(SessionRunHook):
 
 
 class _Fetches(SessionRunHook):
+    overlapping_steps = True
+
     def __init__(self, name: str) -> None:
         self.name = name
         self.request = SessionRunArgs({"a": "a", "pair": ("b", name + "/fed")}, {name + "/fed": 1})
@@ -44,6 +52,8 @@ class _Fetches(SessionRunHook):
 
 
 class _Suspends(SessionRunHook):
+    overlapping_steps = True
+
     def __init__(self, name: str) -> None:
         self.name = name
 
@@ -61,6 +71,33 @@ class _LeanSession:
 class _LeanCreator:
     async def create_session(self) -> _LeanSession:
         return _LeanSession()
+
+
+class _Overlapping:
+    """A lean session whose run suspends once, so the runs of four lanes overlap; records
+    the most runs in progress at once across every lane (``peak``)."""
+
+    def __init__(self, shared: list[int]) -> None:
+        self.shared = shared  # [in progress, peak]
+
+    async def run(self, fetches: list[object], feed_dict: dict[object, object], *args: object) -> list[object]:
+        shared = self.shared
+        shared[0] += 1
+        shared[1] = max(shared[1], shared[0])
+        try:
+            for _ in range(RUN_POINTS):
+                await anyio.lowlevel.checkpoint()
+        finally:
+            shared[0] -= 1
+        return [feed_dict.get(key, 0) for key in fetches]
+
+
+class _OverlappingCreator:
+    def __init__(self) -> None:
+        self.shared = [0, 0]
+
+    async def create_session(self) -> _Overlapping:
+        return _Overlapping(self.shared)
 
 
 def _hooks() -> list[SessionRunHook]:
@@ -97,3 +134,37 @@ async def test_soak_memory_objects_and_tasks_stay_flat() -> None:
             grown = len(gc.get_objects()) - objects
     assert left_alive < 32 * 1024, f"{WINDOW} steps left {left_alive} bytes alive"
     assert grown < 200, f"{STEPS} steps left {grown} more gc-tracked objects"
+
+
+async def _steps(sess: MonitoredSession, n: int) -> None:
+    async for _ in sess.iterate("a", itertools.repeat(None, n)):
+        pass
+
+
+@pytest.mark.anyio
+async def test_soak_with_four_steps_in_flight_stays_flat() -> None:
+    """Four lanes, iterate() windows: after warm-up, 4k steps leave no memory, objects or
+    tasks behind, and the runs really overlapped four at a time."""
+    creator = _OverlappingCreator()
+    with anyio.fail_after(120):
+        async with MonitoredSession(creator, _hooks(), max_in_flight=4) as sess:
+            await _steps(sess, LANE_WARMUP)
+            tasks = len(anyio.get_running_tasks())
+            gc.collect()
+            tracemalloc.start()
+            try:
+                await _steps(sess, LANE_WINDOW)
+                gc.collect()
+                left_alive, _peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            gc.collect()
+            objects = len(gc.get_objects())
+            for _ in range(LANE_STEPS // 500):
+                await _steps(sess, 500)
+                assert len(anyio.get_running_tasks()) == tasks
+            gc.collect()
+            grown = len(gc.get_objects()) - objects
+    assert creator.shared[1] == 4, f"at most {creator.shared[1]} runs overlapped"
+    assert left_alive < 32 * 1024, f"{LANE_WINDOW} steps left {left_alive} bytes alive"
+    assert grown < 200, f"{LANE_STEPS} steps left {grown} more gc-tracked objects"
