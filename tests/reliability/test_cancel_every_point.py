@@ -19,7 +19,7 @@ from hookrun import (
     SessionRunHook,
     SessionRunValues,
 )
-from hookrun.testing import ScriptedCreator
+from hookrun.testing import ScriptedCreator, cancel_after
 
 pytestmark = pytest.mark.anyio
 
@@ -100,12 +100,6 @@ class CheckpointingCreator(ScriptedCreator):
 def make_hooks() -> list[Tracked]:
     phases = Phases()
     return [Tracked("a", phases, fetch="x"), Tracked("b", phases), Tracked("c", phases, fetch="x")]
-
-
-async def cancel_after(scope: anyio.CancelScope, points: int) -> None:
-    for _ in range(points):
-        await anyio.lowlevel.checkpoint()
-    scope.cancel()
 
 
 def hook_tasks() -> int:

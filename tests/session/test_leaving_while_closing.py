@@ -70,6 +70,13 @@ def _hooks(phase: str, release: anyio.Event | None = None) -> list[_Tracked]:
     return [_Tracked(phase, release), _Tracked(phase, release)]  # the second one runs in a worker
 
 
+async def _close_cut_short(sess: Any, outcome: list[BaseException]) -> None:
+    """Another task's aclose(), cut short by the block's leaving: it raises SessionClosedError."""
+    with pytest.raises(SessionClosedError, match=LEFT) as info:
+        await sess.aclose()
+    outcome.append(info.value)
+
+
 async def _close_cancelling_the_block(session_type: type[Any], hooks: list[_Tracked], *, wait_for_end: bool) -> None:
     """A step runs in the block; another task closes (waiting for the step, or, with
     ``wait_for_end``, already in the hooks' end); then the block is cancelled."""
@@ -88,16 +95,11 @@ async def _close_cancelling_the_block(session_type: type[Any], hooks: list[_Trac
                 await sess.run(["x"])
                 await anyio.sleep_forever()
 
-    async def close() -> None:
-        with pytest.raises(SessionClosedError, match=LEFT) as info:
-            await sess.aclose()
-        outcome.append(info.value)
-
     with anyio.fail_after(LIMIT):
         async with anyio.create_task_group() as tg:
             tg.start_soon(block)
             await raw.running.wait()
-            tg.start_soon(close)
+            tg.start_soon(_close_cut_short, sess, outcome)
             await anyio.wait_all_tasks_blocked()  # the close waits for the step
             if wait_for_end:
                 raw.gate.set()
@@ -276,15 +278,10 @@ async def test_the_block_stops_waiting_for_a_close_that_does_not_stop(caplog: py
     body = anyio.CancelScope()
     outcome: list[BaseException] = []
 
-    async def close() -> None:
-        with pytest.raises(SessionClosedError, match=LEFT) as info:
-            await sess.aclose()
-        outcome.append(info.value)
-
     with anyio.fail_after(LIMIT):
         async with anyio.create_task_group() as tg:
             left = await _open_block(sess, body, tg)
-            tg.start_soon(close)
+            tg.start_soon(_close_cut_short, sess, outcome)
             await anyio.wait_all_tasks_blocked()
             body.cancel()
             await slow.unwinding.wait()
@@ -342,18 +339,13 @@ async def test_a_close_cut_before_end_began_gives_each_hook_on_exception() -> No
     async def step() -> None:
         await sess.run(["x"])  # its run began before the close: it is let finish
 
-    async def close() -> None:
-        with pytest.raises(SessionClosedError, match=LEFT) as info:
-            await sess.aclose()
-        outcome.append(info.value)
-
     with anyio.fail_after(LIMIT):
         async with anyio.create_task_group() as tg:
             tg.start_soon(block)
             await anyio.wait_all_tasks_blocked()
             tg.start_soon(step)
             await raw.running.wait()
-            tg.start_soon(close)
+            tg.start_soon(_close_cut_short, sess, outcome)
             await anyio.wait_all_tasks_blocked()  # the close waits for the third task's step
             body.cancel()
             await anyio.wait_all_tasks_blocked()
