@@ -84,6 +84,14 @@ class SecondOrStepTimer:
             return self._clock() >= self._last_time + self._every_secs
         return self._every_steps is not None and step >= self._last_step + self._every_steps
 
+    def should_trigger_after(self, pending: int, step: int) -> bool:
+        """Whether ``step`` will be due once a trigger still to be recorded at ``pending``
+        is: a seconds timer's interval starts only when it is recorded (so no), a step
+        timer's ``every_steps`` after ``pending``."""
+        if self._every_steps is None:
+            return False
+        return step != pending and step >= pending + self._every_steps
+
     def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
         """Record a trigger at ``step``; return ``(elapsed_secs, elapsed_steps)`` since the last.
 
@@ -146,6 +154,10 @@ class NeverTriggerTimer:
         """Nothing to forget."""
 
     def should_trigger_for_step(self, step: int) -> bool:
+        """Always False."""
+        return False
+
+    def should_trigger_after(self, pending: int, step: int) -> bool:
         """Always False."""
         return False
 

@@ -24,9 +24,10 @@ def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
 def run_iterations(hook: LoggingTensorHook, count: int, value: Any = 7) -> None:
     """Call before_run/after_run ``count`` times, answering any fetch with ``value``."""
     for i in range(count):
-        args = hook.before_run(context(i))
+        ctx = context(i)
+        args = hook.before_run(ctx)
         results = None if args is None else {key: value for key in args.fetches}
-        hook.after_run(context(i), values(i + 1, results))
+        hook.after_run(ctx, values(i + 1, results))
 
 
 def test_illegal_args() -> None:

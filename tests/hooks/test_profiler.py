@@ -24,11 +24,12 @@ async def run_steps(
     """Drive ``count`` runs by hand; return whether each asked for tracing."""
     traced = []
     for step in range(count):
-        args = await hook.before_run(context(step))
+        ctx = context(step)
+        args = await hook.before_run(ctx)
         traced.append(args is not None and args.options is not None and args.options.trace)
         metadata = RunMetadata()
         metadata.timings.append(TimingRecord("run", "run", clock.now, clock.now + 0.001))
-        hook.after_run(context(step), values(step + 1, metadata=metadata))
+        hook.after_run(ctx, values(step + 1, metadata=metadata))
         clock.advance(secs)
     return traced
 
@@ -77,9 +78,10 @@ async def test_save_secs_counts_from_the_first_run_as_tensorflow_does(tmp_path: 
     traced = []
     for step, at in enumerate([0.0, 2.5, 2.6, 4.4, 4.5]):
         clock.now = 1000.0 + at
-        args = await hook.before_run(context(step))
+        ctx = context(step)
+        args = await hook.before_run(ctx)
         traced.append(args is not None)
-        hook.after_run(context(step), values(step + 1))
+        hook.after_run(ctx, values(step + 1))
     assert traced == [False, True, False, False, True]
 
 
@@ -109,8 +111,9 @@ async def test_the_count_starts_at_the_first_runs_step_after_a_restart(tmp_path:
     hook = ProfilerHook(save_steps=3, output_dir=tmp_path, clock=clock)
     await hook.begin()
     for step in range(100, 107):
-        await hook.before_run(context(step))
-        hook.after_run(context(step), values(step + 1))
+        ctx = context(step)
+        await hook.before_run(ctx)
+        hook.after_run(ctx, values(step + 1))
     await hook.end(None)
     assert timelines(tmp_path) == ["timeline-103.json", "timeline-106.json"]
 

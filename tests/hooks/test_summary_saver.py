@@ -15,11 +15,12 @@ def run_steps(hook: SummarySaverHook, count: int, clock: FakeClock, secs: float 
     """Drive ``count`` runs by hand; return the global steps on which scalars were fetched."""
     fetched = []
     for step in range(count):
-        args = hook.before_run(context(step))
+        ctx = context(step)
+        args = hook.before_run(ctx)
         results = None if args is None else {tag: float(step) for tag in args.fetches}
         if args is not None:
             fetched.append(step + 1)
-        hook.after_run(context(step), values(step + 1, results))
+        hook.after_run(ctx, values(step + 1, results))
         clock.advance(secs)
     return fetched
 
@@ -103,9 +104,10 @@ def test_non_numeric_value_is_a_type_error() -> None:
     hook = SummarySaverHook(
         save_steps=1, summary_writer=ListWriter(), scalars=["loss"], clock=FakeClock()
     )
-    hook.before_run(context(0))
+    ctx = context(0)
+    hook.before_run(ctx)
     with pytest.raises(TypeError, match="scalar 'loss' is not a number"):
-        hook.after_run(context(0), values(1, {"loss": "high"}))
+        hook.after_run(ctx, values(1, {"loss": "high"}))
 
 
 @pytest.mark.anyio

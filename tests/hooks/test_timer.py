@@ -55,6 +55,15 @@ def test_every_steps() -> None:
     assert [timer.should_trigger_for_step(s) for s in (1, 2, 3, 4)] == [False, False, False, True]
 
 
+def test_should_trigger_after_a_trigger_still_to_be_recorded() -> None:
+    """should_trigger_after(pending, step): a step timer counts from pending, a seconds one waits."""
+    steps = SecondOrStepTimer(every_steps=3, clock=FakeClock())
+    assert [steps.should_trigger_after(4, s) for s in (4, 5, 6, 7, 8)] == [False, False, False, True, True]
+    seconds = SecondOrStepTimer(every_secs=1.0, clock=FakeClock())
+    assert not seconds.should_trigger_after(4, 100)
+    assert not NeverTriggerTimer().should_trigger_after(4, 100)
+
+
 def test_update_last_triggered_step() -> None:
     """The first update returns (None, None); later ones the seconds and steps since the last."""
     clock = FakeClock()

@@ -15,6 +15,7 @@ from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, 
 from .._timer import Clock, NeverTriggerTimer, SecondOrStepTimer
 from .._validate import check_callable, check_flag, check_int, check_number
 from ._common import fields, logger
+from ._due import DueSteps
 
 __all__ = ["LoggingTensorHook"]
 
@@ -35,10 +36,14 @@ class LoggingTensorHook(SessionRunHook):
     ``" (x.xxx sec)"`` from the second log on; ``formatter(values)`` replaces it.
     ``clock`` (keyword-only) replaces :func:`anyio.current_time`.
 
-    Not for steps in flight (``max_in_flight > 1`` refuses it): whether an
-    iteration logs is decided in ``before_run`` and kept on the hook until
-    ``after_run``, and the iteration count moves in ``after_run``.
+    Right with steps in flight (``max_in_flight > 1``): whether a step fetches
+    the values is decided in its ``before_run`` (counting the steps still in
+    flight before it) and carried in its run context; its ``after_run``, in step
+    order, logs them if that iteration is still due, so the lines are those one
+    step at a time would log.
     """
+
+    overlapping_steps = True
 
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True
@@ -73,9 +78,9 @@ class LoggingTensorHook(SessionRunHook):
             if only_at_end
             else SecondOrStepTimer(every_secs=every_n_secs, every_steps=every_n_iter, clock=clock)
         )
+        self._due = DueSteps(self._timer)
         self._request = SessionRunArgs(self._tensors)
         self._iter_count = 0
-        self._should_trigger = False
         #: With ``at_end``: the values of the last completed step, logged at ``end``.
         self._last_values: dict[Hashable, Any] | None = None
 
@@ -84,20 +89,25 @@ class LoggingTensorHook(SessionRunHook):
 
     async def begin(self) -> None:
         """Restart the local iteration count and the timer."""
-        self._timer.reset()
+        self._due.reset()
         self._iter_count = 0
         self._last_values = None
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Fetch the values on triggering iterations (on every one with ``at_end``)."""
-        self._should_trigger = self._timer.should_trigger_for_step(self._iter_count)
-        return self._request if self._should_trigger or self._at_end else None
+        started = run_context.global_step
+        iteration = self._iter_count + self._due.ahead(started)
+        due = self._due.due(started, iteration)
+        self._due.expect(started, iteration if due else None)
+        run_context.step_state[self] = due
+        return self._request if due or self._at_end else None
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        """Log the values fetched for this iteration, if due; keep them for ``end``."""
+        """Log the values fetched for this iteration, if still due; keep them for ``end``."""
+        self._due.done(run_context.global_step)
         if self._at_end:
             self._last_values = run_values.results
-        if self._should_trigger:
+        if run_context.step_state.get(self) and self._timer.should_trigger_for_step(self._iter_count):
             self._log(run_values.results, "after_run")
         self._iter_count += 1
 

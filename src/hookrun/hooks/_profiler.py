@@ -35,6 +35,7 @@ from .._hook_protocol import (
 from .._timer import Clock, SecondOrStepTimer
 from .._validate import check_path
 from ._common import check_timer_args, fields, logger
+from ._due import DueSteps
 
 __all__ = ["ProfilerHook", "chrome_trace"]
 
@@ -53,10 +54,18 @@ class ProfilerHook(SessionRunHook):
     :attr:`saved_files` lists the paths written. ``clock`` replaces
     :func:`anyio.current_time`.
 
-    Not for steps in flight (``max_in_flight > 1`` refuses it): whether a
-    step is traced is decided in its ``before_run`` and kept on the hook until
-    its ``after_run``.
+    Right with steps in flight (``max_in_flight > 1``): whether a step is
+    traced is decided in its ``before_run``, counting the steps still in flight
+    before it (the first one's ``after_run`` starts the count), and carried in
+    its run context; its ``after_run``, in step order, keeps the trace if the
+    step is still due then, so the steps traced are those one step at a time
+    would trace. A timeline holds its one step: its ``before_run`` phase, its
+    run and its ``after_run`` phase. The other steps' runs and hook phases,
+    which overlapped it, are not in it; a gap between the end of its run and
+    its ``after_run`` phase is the time it waited for the steps before it.
     """
+
+    overlapping_steps = True
 
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True
@@ -76,9 +85,10 @@ class ProfilerHook(SessionRunHook):
         check_path("ProfilerHook: output_dir", output_dir)
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps, clock=clock)
         self._output_dir = Path(output_dir)
+        self._due = DueSteps(self._timer)
         self._primed = False  # the first run has started the count
-        self._requested = False
-        self._pending: tuple[int, RunMetadata] | None = None
+        #: Traced steps whose after_run is done, written at the next phase or exit.
+        self._pending: list[tuple[int, RunMetadata]] = []
         self.saved_files: list[Path] = []
 
     def __repr__(self) -> str:
@@ -86,26 +96,35 @@ class ProfilerHook(SessionRunHook):
 
     async def begin(self) -> None:
         """Restart the timer; the next first run only starts the count."""
-        self._timer.reset()
+        self._due.reset()
         self._primed = False
 
     async def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
-        """Write the previous traced step, then ask for tracing if this step is due."""
+        """Write the traced steps done, then ask for tracing if this step is due."""
         await self._write_pending()
-        due = self._primed and self._timer.should_trigger_for_step(run_context.global_step + 1)
-        self._requested = due
+        started = run_context.global_step
+        if not self._primed and not self._due.expecting(started):
+            # This step's after_run will start the count, at the step it started from.
+            self._due.expect(started, started)
+            due = False
+        else:
+            due = self._due.due(started, started + 1)
+            self._due.expect(started, started + 1 if due else None)
+        run_context.step_state[self] = due
         return _TRACE if due else None
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Start the count after the first run; remember a traced step's metadata (it is
-        written once the step is complete)."""
+        written once the step is complete) if it is still due."""
+        started = run_context.global_step
+        self._due.done(started)
         if not self._primed:
             # TensorFlow primes the timer with the step the first run started from.
-            self._timer.update_last_triggered_step(run_context.global_step)
+            self._timer.update_last_triggered_step(started)
             self._primed = True
-        if self._requested:
+        if run_context.step_state.get(self) and self._timer.should_trigger_for_step(started + 1):
             self._timer.update_last_triggered_step(run_values.global_step)
-            self._pending = (run_values.global_step, run_values.run_metadata)
+            self._pending.append((run_values.global_step, run_values.run_metadata))
 
     async def end(self, session: object) -> None:
         """Write the last traced step, if any."""
@@ -116,10 +135,11 @@ class ProfilerHook(SessionRunHook):
         await self._write_pending()
 
     async def _write_pending(self) -> None:
-        if self._pending is None:
-            return
-        step, metadata = self._pending
-        self._pending = None
+        while self._pending:
+            step, metadata = self._pending.pop(0)
+            await self._write(step, metadata)
+
+    async def _write(self, step: int, metadata: RunMetadata) -> None:
         path = self._output_dir / f"timeline-{step}.json"
         logger.info("Saving timeline for %d into '%s'.", step, path, extra=fields(step, "ProfilerHook"))
         text = json.dumps(chrome_trace(metadata.timings, step=step))

@@ -9,6 +9,7 @@ from typing import Any
 from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
 from ._common import check_timer_args
+from ._due import DueSteps
 from ._summary_writer import SummaryWriter, WriterSlot
 
 __all__ = ["SummarySaverHook"]
@@ -29,10 +30,14 @@ class SummarySaverHook(SessionRunHook):
     hook made and flushes one it was given. ``clock`` replaces
     :func:`anyio.current_time`.
 
-    Not for steps in flight (``max_in_flight > 1`` refuses it): whether a
-    step is due is decided in its ``before_run`` and the timer moves in its
-    ``after_run``, so overlapping steps could both be due.
+    Right with steps in flight (``max_in_flight > 1``): a step is decided due
+    in its ``before_run`` counting the due steps still in flight before it, the
+    decision is carried in its run context, and its ``after_run`` (in step
+    order) writes only if the step is still due then, so the steps written are
+    those one step at a time would write.
     """
+
+    overlapping_steps = True
 
     #: It keeps the state of one session: it serves one monitored session at a time.
     serves_one_session = True
@@ -55,25 +60,32 @@ class SummarySaverHook(SessionRunHook):
             raise ValueError(
                 "SummarySaverHook needs somewhere to write: give output_dir or summary_writer"
             )
+        self._due = DueSteps(self._timer)
         self._request = SessionRunArgs(self._scalars)
-        self._requested = False
 
     def __repr__(self) -> str:
         return f"SummarySaverHook({sorted(self._scalars)!r}, {self._timer!r})"
 
     async def begin(self) -> None:
         """Open the writer and restart the timer."""
-        self._timer.reset()
+        self._due.reset()
         await self._slot.open()
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Fetch the scalars if the step this run reaches is due."""
-        self._requested = self._timer.should_trigger_for_step(run_context.global_step + 1)
-        return self._request if self._requested else None
+        started = run_context.global_step
+        due = self._due.due(started, started + 1)
+        self._due.expect(started, started + 1 if due else None)
+        run_context.step_state[self] = due
+        return self._request if due else None
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        """Write the fetched scalars at the step after this run."""
-        if not self._requested or self._slot.writer is None:
+        """Write the fetched scalars at the step after this run, if it is still due."""
+        started = run_context.global_step
+        self._due.done(started)
+        if not run_context.step_state.get(self) or self._slot.writer is None:
+            return
+        if not self._timer.should_trigger_for_step(started + 1):
             return
         step = run_values.global_step
         self._timer.update_last_triggered_step(step)
