@@ -139,6 +139,15 @@ async def test_prometheus_validation_and_own_registries() -> None:
     a.close()
 
 
+def test_both_hooks_are_refused_with_steps_in_flight() -> None:
+    """Their step span / timer is a step_context, which steps in flight do not enter: refused, named."""
+    tp, _ = provider()
+    for hook in (OpenTelemetryHook(tracer_provider=tp), PrometheusHook()):
+        with pytest.raises(TypeError, match=rf"hooks\[0\] \({type(hook).__name__}\) does not declare overlapping_steps"):
+            MonitoredSession(Creator(), [hook], max_in_flight=2)
+        MonitoredSession(Creator(), [hook])  # one lane: accepted
+
+
 def test_import_hookrun_does_not_import_the_backends() -> None:
     code = (
         "import sys, hookrun, hookrun.hooks; "

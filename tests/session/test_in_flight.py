@@ -227,7 +227,7 @@ def test_a_hook_that_does_not_declare_overlapping_steps_is_refused() -> None:
             pass
 
     creator = GatedCreator(Gates())
-    for hook in (PerStep(), Duck(), LoggingTensorHook(["y"], every_n_iter=1)):
+    for hook in (PerStep(), Duck()):
         with pytest.raises(TypeError, match=r"max_in_flight=2\): hooks\[1\] \(\w+\) does not declare overlapping_steps = True"):
             MonitoredSession(creator, [Recorder(), hook], max_in_flight=2)
         with pytest.raises(TypeError, match="keeps no per-step state on itself from before_run to after_run"):
@@ -238,18 +238,30 @@ def test_a_hook_that_does_not_declare_overlapping_steps_is_refused() -> None:
 def test_safe_builtin_and_function_hooks_are_accepted() -> None:
     """Built-in hooks made safe and function hooks declare overlapping_steps."""
     from hookrun import in_thread, sequential
-    from hookrun.hooks import NanTensorHook, StepCounterHook
+    from hookrun.hooks import NanTensorHook, ProfilerHook, StepCounterHook, SummarySaverHook
 
     @on_after_run
     def seen(run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         pass
 
+    summaries = SummarySaverHook(save_steps=10, summary_writer=_NoWriter(), scalars=["y"])
     hooks = [StopAtStepHook(last_step=3), NanTensorHook("loss"), StepCounterHook(), seen,
-             sequential(Recorder(), seen), in_thread(NanTensorHook("loss"))]
+             sequential(Recorder(), seen), in_thread(NanTensorHook("loss")),
+             LoggingTensorHook(["y"], every_n_iter=1), summaries, ProfilerHook(save_steps=10)]
     MonitoredSession(GatedCreator(Gates()), hooks, max_in_flight=4)
     with pytest.raises(TypeError, match="sequential"):
-        MonitoredSession(GatedCreator(Gates()), [sequential(Recorder(), LoggingTensorHook(["y"], every_n_iter=1))],
-                         max_in_flight=2)
+        MonitoredSession(GatedCreator(Gates()), [sequential(Recorder(), SessionRunHook())], max_in_flight=2)
+
+
+class _NoWriter:
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def test_monitored_training_session_takes_max_in_flight() -> None:

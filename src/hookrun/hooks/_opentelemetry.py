@@ -48,7 +48,14 @@ class OpenTelemetryHook(SessionRunHook):
     of the hook call that raised it.
 
     Not for steps in flight (``max_in_flight > 1`` refuses it): its step span
-    is a ``step_context``, which steps in flight do not enter.
+    is a ``step_context``, which steps in flight do not enter (a step's
+    ``before_run`` and ``after_run`` phases may then run in different tasks).
+    Carrying the span in ``run_context.step_state`` instead would lose what the
+    span is for: it would not be current while the step's hooks run (each hook
+    call runs in a copy of the step's context, so the spans hooks start would
+    not nest under it), a step that fails reaches no ``after_run`` to record its
+    error, and an ``after_run`` of its own would add a call and a child span to
+    every step of every session.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.

@@ -57,7 +57,13 @@ class PrometheusHook(SessionRunHook):
     address and the port, with the original error's ``errno``.
 
     Not for steps in flight (``max_in_flight > 1`` refuses it): it times each
-    step with a ``step_context``, which steps in flight do not enter.
+    step with a ``step_context``, which steps in flight do not enter (a step's
+    ``before_run`` and ``after_run`` phases may then run in different tasks).
+    Its work cannot move into ``run_context.step_state`` either: a step that
+    fails never reaches an ``after_run``, so only the step's context sees the
+    error ``outcome="error"`` counts, and an ``after_run`` of its own (where the
+    step's records would be read) would add a call and a timing record to every
+    step of every session, one lane or many.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.
