@@ -107,6 +107,9 @@ class LaneSessions:
             plan = s._after_create
             if plan.calls:
                 async with self._phase():
+                    # A step's fatal error cancels a re-creation: its lock may be handed over
+                    # just before, and no hook phase starts once the cancellation is known.
+                    await anyio.lowlevel.checkpoint_if_cancelled()
                     await s._dispatcher.run(plan, [(raw, coord)] * len(plan.calls))
         except BaseException:
             await self.close_lane(lane, log=True)
