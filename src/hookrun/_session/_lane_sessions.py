@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from .._coordinator._tasks import Coordinator, close_hosted, open_hosted
 from .._errors import SessionClosedError
