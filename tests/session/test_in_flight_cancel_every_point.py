@@ -94,8 +94,9 @@ def make_hooks() -> list[Tracked]:
     return [Tracked("a", phases, fetch="x"), Tracked("b", phases), Tracked("c", phases, fetch="x")]
 
 
-async def iterate_cancelled_at(points: int) -> bool:
-    """Cancel an ``iterate()`` of 8 steps after ``points`` schedule points."""
+async def iterate_cancelled_at(points: int, ordered: bool = True) -> bool:
+    """Cancel an ``iterate()`` of 8 steps (in feed order or, with ``ordered=False``, as
+    they end) after ``points`` schedule points."""
     hooks = make_hooks()
     creator = CheckpointingCreator()
     baseline = len(anyio.get_running_tasks())
@@ -104,7 +105,7 @@ async def iterate_cancelled_at(points: int) -> bool:
         with anyio.CancelScope() as scope:
             tg.start_soon(cancel_after, scope, points)
             async with MonitoredSession(creator, hooks, retry=NO_WAIT, max_in_flight=LANES) as sess:
-                assert [r async for r in sess.iterate("x", [None] * 8)] == [1] * 8
+                assert [r async for r in sess.iterate("x", [None] * 8, ordered=ordered)] == [1] * 8
             completed = True
         tg.cancel_scope.cancel()
     check(hooks, creator, baseline, completed)
@@ -141,7 +142,15 @@ def check(hooks: list[Tracked], creator: CheckpointingCreator, baseline: int, co
             assert hook.calls.count("after_run") == hook.calls.count("before_run") - 1  # one re-run
 
 
-@pytest.mark.parametrize("scenario", [iterate_cancelled_at, runs_cancelled_at], ids=["iterate", "runs"])
+async def unordered_iterate_cancelled_at(points: int) -> bool:
+    return await iterate_cancelled_at(points, ordered=False)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [iterate_cancelled_at, unordered_iterate_cancelled_at, runs_cancelled_at],
+    ids=["iterate", "iterate unordered", "runs"],
+)
 async def test_cancel_at_every_schedule_point_with_four_lanes(scenario: Any) -> None:
     """For every N, cancelling after N schedule points keeps every invariant; eventually nothing is cancelled."""
     for points in range(MAX_POINTS):

@@ -6,7 +6,9 @@ The session has N lanes (``_lanes.py``), each with its own raw session
 1. admission (``begin``): a free lane (waiting for one: back-pressure), then the phase
    lock; a stop requested by then admits nothing; the step gets its number ``n`` (the
    global step its ``after_run`` sees) and runs its ``before_run`` phase, in admission
-   order, under the lock;
+   order, under the lock. A step whose first ``before_run`` phase failed holds admission
+   until that phase is whole (its re-run after recovery) or the step ends, so no hook sees
+   ``before_run(n+1)`` before ``before_run(n)`` and a stop it requests admits no later step;
 2. the raw run, on the lane's session, outside the lock: runs of several steps overlap;
 3. the turnstile lets its ``after_run`` phase through once the steps before it are done
    (``n-1``'s ``after_run`` returned, or it was given up): the step counter moves and its
@@ -17,13 +19,17 @@ The phase lock makes "one hook phase at a time" hold (``before_run`` phases,
 in step order, so when ``after_run(n)`` runs, steps up to ``n`` are done.
 
 Global step: ``run_context.global_step`` is ``n - 1``, ``run_values.global_step`` the
-counter after its increment (``n`` unless a step before it was given up), as with one lane.
+counter after its increment, ``n``: the counter moves to ``n`` in ``after_run(n)``, past the
+numbers of the steps given up before it. When nothing is in flight the next number is read
+from the counter again, so a number given up past the last one counted is handed out
+again, as with one lane.
 
 Failures: a recoverable error re-creates the step's lane alone and re-runs the step there
 with its number (``before_run`` again); a clean-stop error stops admission and gives the
 step up; any other error cancels every other step in flight (they raise a ``RuntimeError``
-saying which step failed) and propagates. Every step, however it ends, gives its lane back
-and its number up, so nothing waits for it.
+saying which step failed) and propagates; a step cancelled so starts no hook phase and no
+raw run, and fails no other step. Every step, however it ends, gives its lane back and its
+number up, so nothing waits for it.
 """
 
 from __future__ import annotations
@@ -94,6 +100,9 @@ class InFlight:
         self.steps: set[Step] = set()
         self._lock: anyio.Lock | None = None
         self._next: int | None = None  # the next step's number; None: read the counter
+        self._counted = 0  # the number the counter was last moved to (valid while _next is set)
+        self._held: Step | None = None  # a step whose first before_run phase failed
+        self._resume: anyio.Event | None = None  # set once _held's before_run is whole or it ended
 
     def phase(self) -> anyio.Lock:
         """The phase lock: one hook phase at a time (made on first use, in the event loop)."""
@@ -143,6 +152,7 @@ class InFlight:
         """``step`` is over, whatever happened: its number and lane go."""
         if step.number:
             self.turn.done(step.number)
+        self.unhold(step)
         self.steps.discard(step)
         self.pool.release(step.lane)
         if not self.steps:
@@ -153,7 +163,10 @@ class InFlight:
                 s._step_done.set()
 
     def fail_others(self, origin: Step, error: BaseException) -> None:
-        """A non-recoverable error: cancel every other step in flight."""
+        """A non-recoverable error: cancel every other step in flight (unless ``origin`` was
+        itself cancelled by another step's failure: those steps are cancelled already)."""
+        if origin.cause is not None:
+            return
         for step in self.steps:
             if step is not origin and step.cause is None:
                 step.cause = error
@@ -190,18 +203,42 @@ class InFlight:
         """Admission: the ``before_run`` phase under the phase lock, with the step's number.
         False: a stop was requested (or the session closed) before it was admitted."""
         s = self.s
-        async with self.phase():
-            if s._state is not State.OPEN or s._hook_stop:
-                return False
-            if self._next is None:
-                local = s._local
-                value = local.value if local is not None else await step_at_start(s._counter)
-                self._next = value + 1
-                self.turn.restart(self._next)
-            step.number = self._next
-            self._next += 1
-            await self._before(step)
-        return True
+        while True:
+            if self._resume is not None:  # an earlier step's first before_run failed: it goes first
+                await self._resume.wait()
+            async with self.phase():
+                self.check_cause(step)
+                if self._resume is not None:  # held while this step waited for the lock
+                    continue
+                if s._state is not State.OPEN or s._hook_stop:
+                    return False
+                if self._next is None:
+                    local = s._local
+                    value = local.value if local is not None else await step_at_start(s._counter)
+                    self._counted = value
+                    self._next = value + 1
+                    self.turn.restart(self._next)
+                step.number = self._next
+                self._next += 1
+                try:
+                    await self._before(step)
+                except Exception:
+                    self._held, self._resume = step, anyio.Event()
+                    raise
+            return True
+
+    def unhold(self, step: Step) -> None:
+        """``step`` no longer holds admission (its ``before_run`` phase is whole, or it ended)."""
+        if self._held is step:
+            assert self._resume is not None
+            self._resume.set()
+            self._held = self._resume = None
+
+    def check_cause(self, step: Step) -> None:
+        """Before a hook phase or raw run of ``step``: none starts once another step's
+        failure cancelled it (its cancellation may not have been delivered yet)."""
+        if step.cause is not None:
+            raise self.cancelled_error(step)
 
     async def _before(self, step: Step) -> None:
         """The step's ``before_run`` phase (under the lock); its errors are counted."""
@@ -252,6 +289,7 @@ class InFlight:
         raw, metadata, merged = step.lane.raw, step.metadata, step.merged
         assert metadata is not None and step.ctx is not None
         step.where = "run"
+        self.check_cause(step)
         clock = stats.now
         run_started = clock()
         values = await _raw_run(raw, step.keys, step.feeds or _NO_FEEDS, merged, metadata)
@@ -262,10 +300,12 @@ class InFlight:
             step.on_ran(results)
         await self.turn.wait(step.number)
         async with self.phase():
+            self.check_cause(step)
             step.where = "after_run"
-            if step.counted is None:
+            if step.counted is None:  # to its number, past the numbers given up before it
+                moves, self._counted = step.number - self._counted, step.number
                 local = s._local
-                step.counted = local.increment_nowait(1) if local is not None else await s._counter.increment(1)
+                step.counted = local.increment_nowait(moves) if local is not None else await s._counter.increment(moves)
             after = stats.after if step.sampled else s._after
             if after.calls:
                 nothing = _new_tuple(SessionRunValues, (None, merged, metadata, step.counted))
@@ -280,7 +320,9 @@ class InFlight:
         it); its errors are counted for the statistics."""
         if not admitted:
             async with self.phase():
+                self.check_cause(step)
                 await self._before(step)
+            self.unhold(step)
         try:
             return await self._run_and_after(step)
         except BaseException as exc:
@@ -312,6 +354,8 @@ class InFlight:
     def recovers_from(self, step: Step, exc: BaseException) -> bool:
         """Whether ``exc`` re-creates the step's lane and re-runs the step."""
         s = self.s
+        if step.cause is not None:  # cancelled by another step's failure
+            return False
         return s._recovers and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
 
     async def run_step(

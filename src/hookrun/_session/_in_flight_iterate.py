@@ -1,8 +1,9 @@
 """``MonitoredSession.iterate`` with steps in flight: ``InFlightIterator`` keeps up to N
 steps running and yields their results in feed order (``ordered=False``: as they end).
 
-The iterating task admits each step itself (a lane, its number, its ``before_run``), so
-numbers follow the feeds; the rest of the step (the raw run, ``after_run``) runs in a task
+The iterating task admits each step itself (a lane, its number, its ``before_run``, under
+the step's cancel scope, so another step's fatal error cuts it short), so numbers follow
+the feeds; the rest of the step (the raw run, ``after_run``) runs in a task
 of the session's task group. A step that a stop kept from being admitted, or that met a
 clean-stop error, yields nothing; once a stop is requested no step is admitted, the steps
 in flight are drained and iteration ends. Any other error cancels the steps in flight and
@@ -128,11 +129,14 @@ class InFlightIterator(StepIterator):
             step = await engine.take_lane((self._fetches, feed, None, None))
             failed: Exception | None = None
             budget: RetryBudget | None = None
+            admitted = True
             try:
-                budget = await engine.ready(step, None)
-                admitted = await engine.admit(step)
-            except Exception as exc:
-                failed, admitted = exc, True
+                with step.scope:  # another step's fatal error cancels the admission too
+                    try:
+                        budget = await engine.ready(step, None)
+                        admitted = await engine.admit(step)
+                    except Exception as exc:
+                        failed = exc
             except BaseException:
                 engine.end(step)
                 raise
@@ -140,6 +144,10 @@ class InFlightIterator(StepIterator):
                 engine.end(step)
                 self._exhausted = True
                 return
+            step.scope = anyio.CancelScope()  # the rest of the step, in its task
+            if step.cause is not None:  # cancelled by another step's failure: it says so, no more admitted
+                failed = failed or engine.cancelled_error(step)
+                self._exhausted = True
             slot = _Slot(step, self._wakeup)
             if not self._ordered:
                 step.on_ran = slot.on_ran

@@ -74,3 +74,4 @@ class _LaneOwner:
         finally:
             if sub.number:
                 engine.turn.done(sub.number)
+            engine.unhold(sub)

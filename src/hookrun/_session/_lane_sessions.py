@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from .._coordinator._tasks import Coordinator, close_hosted, open_hosted
 from .._errors import SessionClosedError
@@ -107,6 +108,9 @@ class LaneSessions:
             plan = s._after_create
             if plan.calls:
                 async with self._phase():
+                    # A step's fatal error cancels a re-creation: its lock may be handed over
+                    # just before, and no hook phase starts once the cancellation is known.
+                    await anyio.lowlevel.checkpoint_if_cancelled()
                     await s._dispatcher.run(plan, [(raw, coord)] * len(plan.calls))
         except BaseException:
             await self.close_lane(lane, log=True)
