@@ -1,6 +1,7 @@
 """Shared helpers for the hook tests: a fake clock, a recording summary writer,
-step contexts for calling hooks directly, and a monitored-session driver that
-works with a sync step function (run in a thread) or a remote, async session."""
+step contexts for calling hooks directly, a monitored-session driver that
+works with a sync step function (run in a thread) or a remote, async session, and a
+gated session that records what each run fetched."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import anyio.lowlevel
 
 import hookrun
 from hookrun import RunMetadata, RunOptions, SessionRunArgs, SessionRunContext, SessionRunValues
+from tests.session._in_flight_support import GatedCreator, GatedSession, Gates
 
 
 class FakeClock:
@@ -126,3 +128,35 @@ async def settle(result: object) -> object:
     if inspect.isawaitable(result):
         return await result
     return result
+
+
+class FetchLog(GatedSession):
+    """A gated session that records, per feed, the keys it was asked for."""
+
+    fetched: dict[int, list[Hashable]]
+
+    async def run(
+        self, fetches: Sequence[Hashable], feed_dict: Mapping[Hashable, Any], options: RunOptions,
+        run_metadata: RunMetadata,
+    ) -> list[Any]:
+        self.fetched[int(feed_dict["i"])] = list(fetches)
+        return await super().run(fetches, feed_dict, options, run_metadata)
+
+
+class FetchLogCreator(GatedCreator):
+    """Makes ``FetchLog`` sessions sharing one ``fetched``: feed -> the keys its run was asked for."""
+
+    def __init__(self, gates: Gates, errors: dict[int, dict[int, BaseException]] | None = None) -> None:
+        super().__init__(gates, errors)
+        self.fetched: dict[int, list[Hashable]] = {}
+
+    async def create_session(self) -> GatedSession:
+        session = FetchLog(self.gates, len(self.sessions), self.errors.get(len(self.sessions)))
+        session.fetched = self.fetched
+        self.sessions.append(session)
+        return session
+
+
+def fetching(fetched: dict[int, list[Hashable]]) -> list[int]:
+    """The feeds whose run was asked for some key."""
+    return sorted(i for i, keys in fetched.items() if keys)

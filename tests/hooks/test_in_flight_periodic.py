@@ -6,48 +6,22 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from hookrun import AbortedError, MonitoredSession, RetryPolicy, RunMetadata, RunOptions
+from hookrun import AbortedError, MonitoredSession, RetryPolicy
 from hookrun.hooks import LoggingTensorHook, ProfilerHook, SummarySaverHook
-from tests.session._in_flight_support import GatedCreator, GatedSession, Gates, release_in_order
+from tests.session._in_flight_support import Gates, release_in_order
 
-from ._support import ListWriter
+from ._support import FetchLogCreator, ListWriter, fetching
 
 pytestmark = pytest.mark.anyio
 
 #: Runs end in this order (by feed): each pair swapped, then a run overtaking two.
 ORDER = [1, 0, 3, 2, 6, 4, 5, 7, 9, 8, 11, 10]
-
-
-class FetchLog(GatedSession):
-    """A gated session that records, per feed, the keys it was asked for."""
-
-    fetched: dict[int, list[Hashable]]
-
-    async def run(
-        self, fetches: Sequence[Hashable], feed_dict: Mapping[Hashable, Any], options: RunOptions,
-        run_metadata: RunMetadata,
-    ) -> list[Any]:
-        self.fetched[int(feed_dict["i"])] = list(fetches)
-        return await super().run(fetches, feed_dict, options, run_metadata)
-
-
-class FetchLogCreator(GatedCreator):
-    def __init__(self, gates: Gates, errors: dict[int, dict[int, BaseException]] | None = None) -> None:
-        super().__init__(gates, errors)
-        self.fetched: dict[int, list[Hashable]] = {}
-
-    async def create_session(self) -> GatedSession:
-        session = FetchLog(self.gates, len(self.sessions), self.errors.get(len(self.sessions)))
-        session.fetched = self.fetched
-        self.sessions.append(session)
-        return session
 
 
 async def run_overlapping(hook: object, steps: int = len(ORDER)) -> dict[int, list[Hashable]]:
@@ -61,10 +35,6 @@ async def run_overlapping(hook: object, steps: int = len(ORDER)) -> dict[int, li
         with anyio.fail_after(10):
             assert [r async for r in sess.iterate(None, feeds)] == [None] * steps
     return creator.fetched
-
-
-def fetching(fetched: dict[int, list[Hashable]]) -> list[int]:
-    return sorted(i for i, keys in fetched.items() if keys)
 
 
 async def test_logging_tensor_hook_logs_the_iterations_one_lane_would(caplog: pytest.LogCaptureFixture) -> None:
