@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HOOK_METHODS",
+    "InFlightRunContext",
     "RunMetadata",
     "RunOptions",
     "SessionRunArgs",
@@ -270,6 +271,26 @@ class SessionRunContext:
             f"SessionRunContext(global_step={self.global_step}, "
             f"stop_requested={self._stop_requested})"
         )
+
+
+class InFlightRunContext(SessionRunContext):
+    """The run context of a step in flight (``max_in_flight > 1``): other steps may be in
+    flight with this one, and ``ended`` turns True once the step is over, however it ended
+    (its ``after_run`` phase done, or the step given up: failed, cancelled, re-run with a
+    new context). A plain :class:`SessionRunContext` is one step at a time's: no other step
+    is in flight during it."""
+
+    __slots__ = ("ended",)
+
+    def __init__(
+        self,
+        original_args: SessionRunArgs | tuple[Any, Any, Any],
+        session: Any,
+        global_step: int = 0,
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(original_args, session, global_step, on_stop)
+        self.ended = False
 
 
 class SessionRunValues(NamedTuple):

@@ -29,7 +29,7 @@ with its number (``before_run`` again); a clean-stop error stops admission and g
 step up; any other error cancels every other step in flight (they raise a ``RuntimeError``
 saying which step failed) and propagates; a step cancelled so starts no hook phase and no
 raw run, and fails no other step. Every step, however it ends, gives its lane back and its
-number up, so nothing waits for it.
+number up, so nothing waits for it, and marks its run context ended.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from .._dispatch import _nest
 from .._dispatch._merge import DEFAULT_OPTIONS, check_options
 from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
-from .._hook_protocol import RunMetadata, RunOptions, SessionRunContext, SessionRunValues
+from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
 from ._lane_sessions import LaneSessions
 from ._lanes import Lane, LanePool, Turnstile
 from ._state import State
@@ -72,7 +72,7 @@ class Step:
         self.scope = anyio.CancelScope()
         self.cause: BaseException | None = None  # why another step cancelled this one
         self.counted: int | None = None  # the counter after this step's increment, once made
-        self.ctx: SessionRunContext | None = None
+        self.ctx: InFlightRunContext | None = None
         self.sampled = 0  # the statistics' step count when it was picked to be timed; 0: not timed
         self.started = 0.0
         self.where = "before_run"
@@ -152,6 +152,8 @@ class InFlight:
         """``step`` is over, whatever happened: its number and lane go."""
         if step.number:
             self.turn.done(step.number)
+        if step.ctx is not None:
+            step.ctx.ended = True  # a periodic hook forgets what it expected of the step
         self.unhold(step)
         self.steps.discard(step)
         self.pool.release(step.lane)
@@ -258,7 +260,9 @@ class InFlight:
     async def _before_phase(self, step: Step) -> None:
         s, stats = self.s, self.s._stats
         fetches, feed_dict, options, run_metadata = step.args
-        step.ctx = ctx = SessionRunContext((fetches, feed_dict, options), step.lane.raw, step.number - 1, s._on_stop)
+        if step.ctx is not None:  # a re-run: the attempt before it is over
+            step.ctx.ended = True
+        step.ctx = ctx = InFlightRunContext((fetches, feed_dict, options), step.lane.raw, step.number - 1, s._on_stop)
         step.where = "before_run"
         stats.steps = count = stats.steps + 1
         if count >= stats.next_sample:

@@ -95,10 +95,10 @@ class LoggingTensorHook(SessionRunHook):
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Fetch the values on triggering iterations (on every one with ``at_end``)."""
-        started = run_context.global_step
+        started = self._due.start(run_context)
         iteration = self._iter_count + self._due.ahead(started)
         due = self._due.due(started, iteration)
-        self._due.expect(started, iteration if due else None)
+        self._due.expect(run_context, iteration if due else None)
         run_context.step_state[self] = due
         return self._request if due or self._at_end else None
 

@@ -102,14 +102,14 @@ class ProfilerHook(SessionRunHook):
     async def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Write the traced steps done, then ask for tracing if this step is due."""
         await self._write_pending()
-        started = run_context.global_step
+        started = self._due.start(run_context)
         if not self._primed and not self._due.expecting(started):
             # This step's after_run will start the count, at the step it started from.
-            self._due.expect(started, started)
+            self._due.expect(run_context, started)
             due = False
         else:
             due = self._due.due(started, started + 1)
-            self._due.expect(started, started + 1 if due else None)
+            self._due.expect(run_context, started + 1 if due else None)
         run_context.step_state[self] = due
         return _TRACE if due else None
 

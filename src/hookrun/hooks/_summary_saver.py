@@ -73,9 +73,9 @@ class SummarySaverHook(SessionRunHook):
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Fetch the scalars if the step this run reaches is due."""
-        started = run_context.global_step
+        started = self._due.start(run_context)
         due = self._due.due(started, started + 1)
-        self._due.expect(started, started + 1 if due else None)
+        self._due.expect(run_context, started + 1 if due else None)
         run_context.step_state[self] = due
         return self._request if due else None
 
