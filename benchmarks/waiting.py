@@ -7,10 +7,12 @@ caches a millisecond cold, where they cost more than in a tight loop. Every case
 (``_waiting_cases.py``) steps a raw session whose run sleeps ``--sleep-ms`` and
 times its own sleep; a case's figure for one step is the step's wall time minus
 that wait, minus the bare loop's (``await raw.run()`` alone) in the same round, in
-µs. A round is one step of every case, in an order that rotates from round to
-round, all cases open side by side in one event loop; the rounds are run in
-chunks that alternate between the backends. The figure is the median over the
-rounds. Ignite, a synchronous loop, is stepped in blocks of ``IGNITE_BLOCK``
+µs. A round is one step of every case, all cases open side by side in one event
+loop, in an order shuffled from round to round (a step runs after a random one of
+the others: in a fixed or rotating order each case would mostly follow the same
+neighbour, and what that neighbour left in the caches biases its figure); the
+rounds are run in chunks that alternate between the backends. The figure is the
+median over the rounds. Ignite, a synchronous loop, is stepped in blocks of ``IGNITE_BLOCK``
 steps instead (its figure is per step over its own bare loop, on no event loop).
 
 Cases: the hand-written loop, pluggy and Ignite when installed, and hookrun's
@@ -29,6 +31,7 @@ import contextlib
 import gc
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -65,7 +68,7 @@ CHUNK = 250
 
 
 async def _chunk(
-    seconds: float, ks: Sequence[int], pluggy: bool, rounds: int, shift: int, probes: bool
+    seconds: float, ks: Sequence[int], pluggy: bool, rounds: int, seed: int, probes: bool
 ) -> dict[str, list[float]]:
     """``rounds`` rounds of every case (or probe), after a warm-up: per case, its µs beyond
     the bare step's, one value per round."""
@@ -78,9 +81,10 @@ async def _chunk(
             for case in cases:
                 await case.step()
         gc.collect()
-        for r in range(rounds):
-            s = (shift + r) % len(cases)
-            taken = {case.name: await case.step() for case in (*cases[s:], *cases[:s])}
+        order, shuffle = list(cases), random.Random(seed).shuffle
+        for _ in range(rounds):
+            shuffle(order)  # each case after a random neighbour: what it leaves in the caches varies
+            taken = {case.name: await case.step() for case in order}
             base = taken.pop("bare")
             for name, value in taken.items():
                 out.setdefault(name, []).append(value - base)

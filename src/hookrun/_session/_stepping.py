@@ -132,14 +132,15 @@ class Stepping:
         metadata = RunMetadata() if run_metadata is None else run_metadata
         merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         step = self._local.value if self._local is not None else None
-        started = stats.now()
+        clock = stats.clock
+        started = clock()
         try:
             values = _checked(raw, keys, await _raw_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata))
         except BaseException as exc:
             stats.failed("run", exc)
-            stats.end_sample(step, started, stats.now() - started, False)
+            stats.end_sample(step, started, clock() - started, False)
             raise
-        run_seconds = stats.now() - started
+        run_seconds = clock() - started
         if self._local is not None:
             self._local.increment_nowait(1)
         else:
@@ -178,7 +179,7 @@ class Stepping:
         stats.steps = count = stats.steps + 1
         sampled = count >= stats.next_sample  # time this step for the statistics
         if sampled:
-            before, after, clock = stats.before, stats.after, stats.now
+            before, after, clock = stats.before, stats.after, stats.clock
             started = stats.start_sample()
         else:
             before, after = self._before, self._after
