@@ -7,7 +7,8 @@ step is that piece's cost with the caches a wait leaves:
 * ``scope``: entering and leaving one cancel scope of the running backend;
 * ``copy_run``: ``copy_context()`` and one ``Context.run`` of a no-op;
 * ``start_one``: one async no-op hook call started in place (a copied context, a coroutine);
-* ``objects``: the objects a step makes (``SessionRunContext``, ``RunMetadata``, ``SessionRunValues``);
+* ``objects``: the objects a step makes (``SessionRunContext``, ``RunMetadata``, ``SessionRunValues``),
+  and each alone (``context_object``, ``metadata_object``, ``values_tuple``);
 * ``clock_2`` / ``clock_6``: two and six reads of ``time.perf_counter``;
 * ``hist_1`` / ``hist_3``: one and three ``Histogram.add``;
 * ``session_{on,off}_0``: a monitored session with no hooks, statistics on / off;
@@ -82,8 +83,14 @@ def _pieces() -> dict[str, Callable[[], object]]:
         hist.add(1.1e-3)
         hist.add(3e-6)
 
+    def ctx_only() -> None:
+        SessionRunContext((None, None, None), None, 0, None)
+
     return {
         "scope": scope,
+        "context_object": ctx_only,
+        "metadata_object": RunMetadata,
+        "values_tuple": lambda: tuple.__new__(SessionRunValues, (None, options, None, 1)),
         "copy_run": copy_run,
         "start_one": lambda: start_one(hook.before_run, (None,)),
         "objects": objects,
