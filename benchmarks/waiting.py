@@ -83,7 +83,7 @@ async def _chunk(
         gc.collect()
         order, shuffle = list(cases), random.Random(seed).shuffle
         for _ in range(rounds):
-            shuffle(order)  # each case after a random neighbour: what it leaves in the caches varies
+            shuffle(order)  # each case after a random neighbour (what it left in the caches varies)
             taken = {case.name: await case.step() for case in order}
             base = taken.pop("bare")
             for name, value in taken.items():
