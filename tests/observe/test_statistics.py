@@ -332,6 +332,37 @@ async def test_slow_hook_warning_once_per_hook_and_phase(caplog: pytest.LogCaptu
     assert stats.step.max == pytest.approx(2.5)
 
 
+async def test_a_snapshot_taken_during_a_slow_step_keeps_its_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """statistics() from another task while a timed step waits in a slow hook: the step's
+    durations stay for its end, which still logs the slow hook and then counts its call."""
+    clock, release, waiting = MockClock(), anyio.Event(), anyio.Event()
+
+    class SlowThenWaits(SessionRunHook):
+        name = "slow"
+
+        def before_run(self, run_context: Any) -> None:
+            clock.jump(2.0)
+
+        async def after_run(self, run_context: Any, run_values: Any) -> None:
+            waiting.set()
+            await release.wait()
+
+    options = StatisticsOptions(sample_every=1, clock=clock)
+    with caplog.at_level(logging.WARNING, logger="hookrun"), anyio.fail_after(10):
+        async with MonitoredSession(Creator(), [SlowThenWaits()], statistics=options) as sess:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sess.run)
+                await waiting.wait()
+                during = sess.statistics()
+                release.set()
+            after = sess.statistics()
+    assert during.sampled_steps == 0 and during.hook("slow", "before_run").latency.count == 0
+    assert [r.getMessage()[:30] for r in caplog.records if r.getMessage().startswith("slow hook")] == [
+        "slow hook: slow took 2s in bef"
+    ]
+    assert after.hook("slow", "before_run").latency.count == 1 and after.step.count == 1
+
+
 async def test_slow_hook_under_the_floor_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:
     clock = MockClock()
     options = StatisticsOptions(sample_every=1, slow_hook_seconds=5.0, clock=clock)

@@ -19,8 +19,8 @@ the same path), recording ``(slot, seconds)`` in a private list read when the st
 ends, where the slow-hook warning is also decided (only when the step itself took
 longer than ``slow_hook_seconds``: no call within it can have). The durations are
 folded into the histograms in batches (every ``_FOLD`` records, and before every
-``snapshot``), so that a sampled step after a wait does not pay a histogram update
-per call with cold caches; the record is the same. The frozen record and its table
+``snapshot``: those of the steps that ended), so that a sampled step after a wait
+does not pay a histogram update per call with cold caches; the record is the same. The frozen record and its table
 are in ``_report.py``.
 """
 
@@ -227,9 +227,9 @@ class Collector:
             records.append((self._run_slot, run_seconds))
         if ok:
             records.append((self._step_slot, seconds))
-        if len(records) >= _FOLD:
-            self.fold()
         self._mark = len(records)
+        if self._mark >= _FOLD:
+            self.fold()
         self.gap = gap = self._next_gap(seconds / in_flight, calls, None if run_seconds is None else seconds - run_seconds)
         if picked is None:
             self.next_sample = self.steps + gap
@@ -249,10 +249,13 @@ class Collector:
                 )
 
     def fold(self) -> None:
-        """Fold the timed durations recorded so far into their histograms."""
-        for slot, took in self.records:
+        """Fold the durations of the timed steps that ended into their histograms (those of
+        a timed step still running stay: its end reads them for the slow-hook warning)."""
+        records, mark = self.records, self._mark
+        for index in range(mark):
+            slot, took = records[index]
             slot.hist.add(took)
-        self.records.clear()
+        del records[:mark]
         self._mark = 0
 
     def _next_gap(self, seconds: float, calls: int, beside_run: float | None) -> int:
