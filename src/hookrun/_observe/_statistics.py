@@ -6,8 +6,9 @@ call of ``begin``, ``after_create_session`` and ``end`` (they are rare), and eve
 call of ``before_run`` / ``after_run``, the session run and the whole step on
 *sampled* steps only, so that the statistics can stay on: an unsampled step costs
 an integer increment and a compare. Sampling is adaptive unless fixed with
-``StatisticsOptions(sample_every=N)``: one step in N, N between 1 and 256, the
-smallest N for which timing costs at most half a percent of the step time *and* at
+``StatisticsOptions(sample_every=N)``: one step in N on average (each gap drawn
+between N/2 and 3N/2, so that no hook working every so many steps is always
+missed), N between 1 and 256, the smallest N for which timing costs at most half a percent of the step time *and* at
 most a tenth of what the hooks and the runtime add to the step (the step time
 minus the session run's, less the timing itself). A step that waits a millisecond
 for a cheap remote run is then timed about one in ten, a step whose hooks do real
@@ -27,6 +28,7 @@ are in ``_report.py``.
 from __future__ import annotations
 
 import math
+import random
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -129,6 +131,7 @@ class Collector:
     __slots__ = (
         "_clock",
         "_gap",
+        "_jitter",
         "_mark",
         "_options",
         "_originals",
@@ -168,6 +171,7 @@ class Collector:
         self.gap = self._gap  # from one timed step to the next, as last picked
         self._typical: float | None = None
         self._overhead: float | None = None
+        self._jitter = random.Random(len(plans)).random  # seeded: a run's sampling is repeatable
         #: Timed durations not yet folded into their histograms; this step's start at ``_mark``.
         self.records: list[tuple[_Slot | _Hist, float]] = []
         self._mark = 0
@@ -273,7 +277,8 @@ class Collector:
             added = max(beside_run - cost, 0.0)
             overhead = self._overhead = added if self._overhead is None else 0.75 * self._overhead + 0.25 * added
             gap = max(gap, cost / (_HOOK_SHARE * overhead) if overhead > 0 else _MAX_GAP)
-        return max(1, min(_MAX_GAP, math.ceil(gap)))
+        # Jittered (mean kept): a fixed gap could keep missing a hook that works every N steps.
+        return max(1, math.ceil(min(_MAX_GAP, gap) * (0.5 + self._jitter())))
 
     def failed(self, phase: str, exc: BaseException) -> None:
         """A step failed in ``phase`` (before_run, run, after_run): count it, and the hook's error."""
