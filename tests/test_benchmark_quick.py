@@ -200,3 +200,51 @@ def test_in_flight_ray_quick(tmp_path: Path) -> None:
     for name, value in {**engine["items_per_s"], **engine["ratios"]}.items():
         _check_stats(value, name)
     _check_targets(result, {f"4_actors_over_1_{b}" for b in ("asyncio", "trio")})
+
+
+def test_waiting_quick(tmp_path: Path) -> None:
+    """The waiting-step benchmark on both backends: every row for every K, and a verdict
+    for each target (pluggy, and Ignite, are optional: skipped when missing)."""
+    from benchmarks import waiting
+
+    out = tmp_path / "waiting.json"
+    argv = [
+        "--quick",
+        "--hooks",
+        "1,2",
+        "--rounds",
+        "4",
+        "--peers",
+        "pluggy",
+        "--no-pin",
+        "--json",
+        str(out),
+    ]
+    assert waiting.main(argv) == 0
+    result = json.loads(out.read_text())
+    assert result["meta"]["quick"] is True
+    assert set(result["backends"]) == {"asyncio", "trio"}
+    prefixes = ["loop", "plain_on", "async_on", "plain_off", "async_off"]
+    if "pluggy" not in result["skipped"]:
+        prefixes.append("pluggy")
+    for rows in result["backends"].values():
+        assert set(rows) == {f"{prefix}_{k}" for prefix in prefixes for k in (1, 2)}
+        for name, value in rows.items():
+            assert value["n"] == 4 and all(
+                math.isfinite(value[key]) for key in ("median", "p25", "p75")
+            ), name
+    expected = {
+        f"statistics_{kind}_{k}_{b}"
+        for kind in ("plain", "async")
+        for k in (1, 2)
+        for b in ("asyncio", "trio")
+    }
+    if "pluggy" not in result["skipped"]:
+        expected |= {
+            f"{kind}_over_pluggy_{k}_{b}"
+            for kind in ("plain", "async")
+            for k in (1, 2)
+            for b in ("asyncio", "trio")
+        }
+    _check_targets(result, expected)
+    assert "| hookrun async, statistics on |" in waiting.markdown(result)

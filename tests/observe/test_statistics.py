@@ -20,6 +20,7 @@ from hookrun import (
     SingularMonitoredSession,
     StatisticsOptions,
 )
+from hookrun._observe import _statistics
 from hookrun._observe._histogram import Histogram
 from hookrun.testing import MockClock
 
@@ -146,8 +147,20 @@ class AsyncNoop(SessionRunHook):
         return None
 
 
-async def sampled_share(step_seconds: float, hooks: int, steps: int = 600) -> float:
-    """The share of ``steps`` steps of ``step_seconds`` each that adaptive sampling timed."""
+class Costs(SessionRunHook):
+    """A plain before_run that moves the mock clock on by ``seconds``: a hook of a known cost."""
+
+    def __init__(self, clock: MockClock, seconds: float) -> None:
+        self.clock, self.seconds = clock, seconds
+
+    def before_run(self, run_context: Any) -> None:
+        if self.seconds:
+            self.clock.jump(self.seconds)
+
+
+async def sampled_share(step_seconds: float, hooks: int, hook_seconds: float = 0.0, steps: int = 600) -> float:
+    """The share of ``steps`` steps that adaptive sampling timed: each step's run takes
+    ``step_seconds``, each of its ``hooks`` hooks ``hook_seconds``."""
     clock = MockClock()
     session = TimedSession(clock, step_seconds)
 
@@ -155,7 +168,7 @@ async def sampled_share(step_seconds: float, hooks: int, steps: int = 600) -> fl
         return session
 
     options = StatisticsOptions(clock=clock)
-    async with MonitoredSession(create, [AsyncNoop() for _ in range(hooks)], statistics=options) as sess:
+    async with MonitoredSession(create, [Costs(clock, hook_seconds) for _ in range(hooks)], statistics=options) as sess:
         for _ in range(steps):
             await sess.run()
         stats = sess.statistics()
@@ -163,20 +176,82 @@ async def sampled_share(step_seconds: float, hooks: int, steps: int = 600) -> fl
     return stats.sampled_steps / steps
 
 
-async def test_adaptive_sampling_times_slow_steps_always_and_fast_ones_rarely() -> None:
-    assert await sampled_share(0.05, hooks=10) == 1.0  # 50 ms steps: every one
-    assert await sampled_share(0.0015, hooks=0) == 1.0  # nothing to time but the run
-    assert await sampled_share(1e-6, hooks=10, steps=2560) == pytest.approx(1 / 256, abs=1 / 2560)
+async def test_adaptive_sampling_times_slow_hooks_always_and_cheap_ones_rarely() -> None:
+    """Hooks that do real work are timed on every step; no-op hooks, or none, at most one
+    step in 256, however long the steps (the timing would cost more than the hooks)."""
+    assert await sampled_share(0.05, hooks=10, hook_seconds=1e-3) == 1.0
+    for step_seconds in (1e-6, 0.0015, 0.05):
+        for hooks in (0, 10):
+            share = await sampled_share(step_seconds, hooks=hooks, steps=2560)
+            assert share == pytest.approx(1 / 256, abs=1 / 2560), (step_seconds, hooks)
 
 
-async def test_adaptive_sampling_keeps_the_timing_near_half_a_percent_of_a_millisecond_step() -> None:
-    # Timing ten async hooks (twenty calls) costs tens of microseconds on a step that
-    # runs after a wait; on 1.5 ms steps it must not be paid on every step.
-    share = await sampled_share(0.0015, hooks=10)
-    assert 1 / 8 <= share <= 1 / 4, share
-    # Twice the step time, about twice as many steps timed; five times the hooks, fewer.
-    assert await sampled_share(0.003, hooks=10) > 1.5 * share
-    assert await sampled_share(0.0015, hooks=50) < share / 2
+@pytest.mark.parametrize("hook_seconds", [3e-6, 5e-6, 2e-5])
+async def test_adaptive_sampling_keeps_the_timing_within_a_tenth_of_what_the_hooks_add(hook_seconds: float) -> None:
+    """On a millisecond step that waits, ten hooks are timed often enough to be seen and
+    rarely enough that the timing (as modelled) costs at most a tenth of what they add."""
+    share = await sampled_share(0.0015, hooks=10, hook_seconds=hook_seconds, steps=2560)
+    cost = _statistics._COST_BASE + 10 * _statistics._COST_PER_CALL
+    assert share * cost <= 0.1 * 10 * hook_seconds * 1.1, share  # the gaps are random: 10 % over, at most
+    assert share >= 1 / 300
+
+
+@pytest.mark.parametrize("every", [10, 64])
+async def test_adaptive_sampling_does_not_keep_missing_a_hook_that_works_every_n_steps(every: int) -> None:
+    """A hook that works on one step in ``every`` (as ``every_n_steps`` hooks do) and
+    costs nothing otherwise: with random gaps, some of its working steps are timed (with
+    gaps of a fixed 256, never: the timed steps would all fall on the same residues)."""
+    clock = MockClock()
+    session = TimedSession(clock, 0.001)
+
+    class Periodic(SessionRunHook):
+        def before_run(self, run_context: Any) -> None:
+            if run_context.global_step % every == every - 1:  # not the first step, always timed
+                clock.jump(0.05)
+
+    async def create() -> TimedSession:
+        return session
+
+    async with MonitoredSession(create, [Periodic()], statistics=StatisticsOptions(clock=clock)) as sess:
+        for _ in range(4 * 256 * every):  # about four timed steps expected on working ones
+            await sess.run()
+        stats = sess.statistics()
+    assert stats.hook("Periodic", "before_run").latency.max == pytest.approx(0.05)
+
+
+async def test_adaptive_sampling_times_costlier_hooks_more_often_and_short_steps_less() -> None:
+    """Twice what the hooks add: about twice the steps timed; the same hooks on steps so
+    short that timing would take more than half a percent of them: fewer."""
+    share = await sampled_share(0.0015, hooks=10, hook_seconds=5e-6)
+    assert await sampled_share(0.0015, hooks=10, hook_seconds=1e-5) > 1.5 * share
+    assert await sampled_share(1e-5, hooks=10, hook_seconds=5e-6) < share / 2
+
+
+@pytest.mark.parametrize("steps", [1, 150, 400])
+async def test_every_timed_call_is_in_the_record_before_and_after_a_batch_is_folded(steps: int) -> None:
+    """Durations are folded into the histograms in batches: a snapshot taken after one
+    step, mid-batch or past several batches counts every timed call, and the latencies
+    are the clock's."""
+    clock = MockClock()
+    session = TimedSession(clock, 0.002)
+
+    async def create() -> TimedSession:
+        return session
+
+    options = StatisticsOptions(sample_every=1, clock=clock)
+    hooks = [Costs(clock, 1e-4), Costs(clock, 3e-4), Noop()]
+    async with MonitoredSession(create, hooks, statistics=options) as sess:
+        for _ in range(steps):
+            await sess.run()
+        stats = sess.statistics()
+        await sess.run()
+        again = sess.statistics()
+    assert 400 * 6 > 2 * _statistics._FOLD > 150 * 6  # six records a step: within a batch, past two
+    for record, n in ((stats, steps), (again, steps + 1)):
+        assert record.step.count == record.run.count == record.sampled_steps == n
+        assert all(h.latency.count == n for h in record.hooks)
+        assert max(h.latency.max or 0.0 for h in record.hooks if h.hook == "Costs") == pytest.approx(3e-4)
+        assert record.run.max == pytest.approx(0.002) and record.step.max == pytest.approx(0.0024)
 
 
 def dataclasses_frozen() -> type[Exception]:
@@ -278,6 +353,37 @@ async def test_slow_hook_warning_once_per_hook_and_phase(caplog: pytest.LogCaptu
     assert "slow took 2s in before_run, 80% of its step (2.5s)" in record.getMessage()
     assert stats.hook("slow", "before_run").latency.max == pytest.approx(2.0)
     assert stats.step.max == pytest.approx(2.5)
+
+
+async def test_a_snapshot_taken_during_a_slow_step_keeps_its_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """statistics() from another task while a timed step waits in a slow hook: the step's
+    durations stay for its end, which still logs the slow hook and then counts its call."""
+    clock, release, waiting = MockClock(), anyio.Event(), anyio.Event()
+
+    class SlowThenWaits(SessionRunHook):
+        name = "slow"
+
+        def before_run(self, run_context: Any) -> None:
+            clock.jump(2.0)
+
+        async def after_run(self, run_context: Any, run_values: Any) -> None:
+            waiting.set()
+            await release.wait()
+
+    options = StatisticsOptions(sample_every=1, clock=clock)
+    with caplog.at_level(logging.WARNING, logger="hookrun"), anyio.fail_after(10):
+        async with MonitoredSession(Creator(), [SlowThenWaits()], statistics=options) as sess:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sess.run)
+                await waiting.wait()
+                during = sess.statistics()
+                release.set()
+            after = sess.statistics()
+    assert during.sampled_steps == 0 and during.hook("slow", "before_run").latency.count == 0
+    assert [r.getMessage()[:30] for r in caplog.records if r.getMessage().startswith("slow hook")] == [
+        "slow hook: slow took 2s in bef"
+    ]
+    assert after.hook("slow", "before_run").latency.count == 1 and after.step.count == 1
 
 
 async def test_slow_hook_under_the_floor_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:

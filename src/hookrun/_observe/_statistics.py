@@ -6,19 +6,29 @@ call of ``begin``, ``after_create_session`` and ``end`` (they are rare), and eve
 call of ``before_run`` / ``after_run``, the session run and the whole step on
 *sampled* steps only, so that the statistics can stay on: an unsampled step costs
 an integer increment and a compare. Sampling is adaptive unless fixed with
-``StatisticsOptions(sample_every=N)``: every step while steps take several
-milliseconds, down to one step in 256 when steps take microseconds, so that timing
-costs about half a percent of the step time.
+``StatisticsOptions(sample_every=N)``: one step in N on average (each gap drawn
+between N/2 and 3N/2, so that no hook working every so many steps is always
+missed), N between 1 and 256, the smallest N for which timing costs at most half a percent of the step time *and* at
+most a tenth of what the hooks and the runtime add to the step (the step time
+minus the session run's, less the timing itself). A step that waits a millisecond
+for a cheap remote run is then timed about one in ten, a step whose hooks do real
+work every time.
 
 A sampled step runs the same phases through *timed plans*: the same calls, each
 wrapped (a plain function stays plain, an async one async, so the dispatcher takes
 the same path), recording ``(slot, seconds)`` in a private list read when the step
-ends, where the slow-hook warning is also decided. The frozen record and its table
+ends, where the slow-hook warning is also decided (only when the step itself took
+longer than ``slow_hook_seconds``: no call within it can have). The durations are
+folded into the histograms in batches (every ``_FOLD`` records, and before every
+``snapshot``: those of the steps that ended), so that a sampled step after a wait
+does not pay a histogram update per call with cold caches; the record is the same. The frozen record and its table
 are in ``_report.py``.
 """
 
 from __future__ import annotations
 
+import math
+import random
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -40,11 +50,15 @@ _MAX_GAP = 256
 #: Adaptive sampling spends about this share of the step time on timing: half a percent,
 #: a tenth of what a handful of no-op hooks may add to a millisecond step.
 _COST_SHARE = 0.005
+#: ... and at most this share of what the hooks and the runtime add to a step.
+_HOOK_SHARE = 0.1
 #: What timing one step costs, about: a base and a share per call timed, as measured
 #: on a step that runs right after a wait of a millisecond (how slow steps run: the
-#: timing then costs about twice what it costs in a tight loop; 2-core machine).
-_COST_BASE = 8e-6
+#: timing then costs several times what it costs in a tight loop; 2-core machine).
+_COST_BASE = 2e-5
 _COST_PER_CALL = 2e-6
+#: Records folded into the histograms at once (and before every snapshot).
+_FOLD = 1024
 _NEVER = sys.maxsize
 
 
@@ -102,19 +116,34 @@ class _Slot:
         self.warned = False
 
 
+class _Hist:
+    """A record's target that is a histogram only (the step's and the run's)."""
+
+    __slots__ = ("hist",)
+
+    def __init__(self, hist: Histogram) -> None:
+        self.hist = hist
+
+
 class Collector:
     """The statistics of one monitored session (see the module docstring)."""
 
     __slots__ = (
         "_clock",
         "_gap",
+        "_jitter",
+        "_mark",
         "_options",
         "_originals",
+        "_overhead",
         "_plans",
+        "_run_slot",
         "_slots",
+        "_step_slot",
         "_typical",
         "after",
         "before",
+        "clock",
         "enabled",
         "failures",
         "gap",
@@ -134,16 +163,23 @@ class Collector:
         self._options = options
         self.enabled = options.enabled
         self._clock: Callable[[], float] = options.clock or time.perf_counter
+        #: The clock itself, for the step to read without a method call.
+        self.clock = self._clock
         self.steps = 0  # step attempts: the hot path's one increment
         self.next_sample = 1 if self.enabled else _NEVER
         self._gap = options.sample_every or 1
         self.gap = self._gap  # from one timed step to the next, as last picked
         self._typical: float | None = None
-        self.records: list[tuple[_Slot, float]] = []
+        self._overhead: float | None = None
+        self._jitter = random.Random(len(plans)).random  # seeded: a run's sampling is repeatable
+        #: Timed durations not yet folded into their histograms; this step's start at ``_mark``.
+        self.records: list[tuple[_Slot | _Hist, float]] = []
+        self._mark = 0
         self.failures = {"before_run": 0, "run": 0, "after_run": 0}
         self.sessions_created = self.recoveries = self.sampled = 0
         self.recovery_seconds = self.retry_wait_seconds = 0.0
         self.step_hist, self.run_hist = Histogram(), Histogram()
+        self._step_slot, self._run_slot = _Hist(self.step_hist), _Hist(self.run_hist)
         self._slots = {phase: [_Slot(call) for call in plan.calls] for phase, plan in plans.items()}
         self._plans = {
             phase: self._timed_plan(plan, self._slots[phase], exact=phase not in STEP_PHASES) if self.enabled else plan
@@ -186,39 +222,63 @@ class Collector:
         before, after = self._originals
         before.waiters, after.waiters = self.before.waiters, self.after.waiters
         self.sampled += 1
-        if run_seconds is not None:
-            self.run_hist.add(run_seconds)
-        if ok:
-            self.step_hist.add(seconds)
+        records, mark = self.records, self._mark
+        calls = len(records) - mark
         share = self._options.slow_hook_share
+        if share is not None and ok and seconds > self._options.slow_hook_seconds:
+            self._warn_slow(records[mark:], step, seconds, share)
+        if run_seconds is not None:
+            records.append((self._run_slot, run_seconds))
+        if ok:
+            records.append((self._step_slot, seconds))
+        self._mark = len(records)
+        if self._mark >= _FOLD:
+            self.fold()
+        self.gap = gap = self._next_gap(seconds / in_flight, calls, None if run_seconds is None else seconds - run_seconds)
+        if picked is None:
+            self.next_sample = self.steps + gap
+        else:  # never before the pick of a step timed since this one
+            self.next_sample = max(self.next_sample, picked + gap)
+
+    def _warn_slow(self, records: list[tuple[Any, float]], step: int | None, seconds: float, share: float) -> None:
+        """Log each call of this step that took more than ``share`` of it and the floor."""
         floor = self._options.slow_hook_seconds
-        records = self.records
         for slot, took in records:
-            slot.hist.add(took)
-            if share is not None and ok and not slot.warned and took > floor and took > share * seconds:
+            if not slot.warned and took > floor and took > share * seconds:
                 slot.warned = True
                 log_warning(
                     "slow hook: %s took %.3gs in %s, %.0f%% of its step (%.3gs); logged once per hook and phase",
                     slot.name, took, slot.phase, 100.0 * took / seconds, seconds,
                     step=step, hook=slot.name, phase=slot.phase,
                 )
-        calls = len(records)
-        records.clear()
-        self.gap = gap = self._next_gap(seconds / in_flight, calls)
-        if picked is None:
-            self.next_sample = self.steps + gap
-        else:  # never before the pick of a step timed since this one
-            self.next_sample = max(self.next_sample, picked + gap)
 
-    def _next_gap(self, seconds: float, calls: int) -> int:
+    def fold(self) -> None:
+        """Fold the durations of the timed steps that ended into their histograms (those of
+        a timed step still running stay: its end reads them for the slow-hook warning)."""
+        records, mark = self.records, self._mark
+        for index in range(mark):
+            slot, took = records[index]
+            slot.hist.add(took)
+        del records[:mark]
+        self._mark = 0
+
+    def _next_gap(self, seconds: float, calls: int, beside_run: float | None) -> int:
+        """The next gap: ``seconds`` per step, ``calls`` timed, ``beside_run`` the step's time
+        outside the session run (``None``: not known)."""
         if self._options.sample_every is not None:
             return self._gap
-        # A moving average of the timed steps: one step slowed by another process moves it little.
+        # Moving averages of the timed steps: one step slowed by another process moves them little.
         typical = self._typical = seconds if self._typical is None else 0.75 * self._typical + 0.25 * seconds
         cost = _COST_BASE + _COST_PER_CALL * calls
         if typical <= 0:
             return _MAX_GAP
-        return max(1, min(_MAX_GAP, int(cost / (_COST_SHARE * typical))))
+        gap = cost / (_COST_SHARE * typical)
+        if beside_run is not None:  # what the hooks and the runtime added, the timing left out
+            added = max(beside_run - cost, 0.0)
+            overhead = self._overhead = added if self._overhead is None else 0.75 * self._overhead + 0.25 * added
+            gap = max(gap, cost / (_HOOK_SHARE * overhead) if overhead > 0 else _MAX_GAP)
+        # Jittered (mean kept): a fixed gap could keep missing a hook that works every N steps.
+        return max(1, math.ceil(min(_MAX_GAP, gap) * (0.5 + self._jitter())))
 
     def failed(self, phase: str, exc: BaseException) -> None:
         """A step failed in ``phase`` (before_run, run, after_run): count it, and the hook's error."""
@@ -252,6 +312,7 @@ class Collector:
 
     def snapshot(self) -> SessionStatistics:
         """The frozen record of everything so far."""
+        self.fold()
         failed = sum(self.failures.values())
         reached_after = self.steps - self.failures["before_run"] - self.failures["run"]
         hooks: list[HookStatistics] = []

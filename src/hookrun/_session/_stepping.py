@@ -110,8 +110,13 @@ class Stepping:
         shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
         metadata = RunMetadata() if run_metadata is None else run_metadata
         merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
-        try:
-            values = _checked(raw, keys, await _raw_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata))
+        try:  # _raw_run and _checked, inlined: a step after a wait pays for every call it makes
+            if merged is DEFAULT_OPTIONS:
+                values = await raw.run(keys, feed_dict or _NO_FEEDS, merged, metadata)
+            else:
+                values = await _run_with_options(raw, keys, feed_dict or _NO_FEEDS, merged, metadata)
+            if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+                values = check_values(raw, keys, values)
         except BaseException as exc:
             stats.failed("run", exc)
             raise
@@ -132,14 +137,15 @@ class Stepping:
         metadata = RunMetadata() if run_metadata is None else run_metadata
         merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         step = self._local.value if self._local is not None else None
-        started = stats.now()
+        clock = stats.clock
+        started = clock()
         try:
             values = _checked(raw, keys, await _raw_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata))
         except BaseException as exc:
             stats.failed("run", exc)
-            stats.end_sample(step, started, stats.now() - started, False)
+            stats.end_sample(step, started, clock() - started, False)
             raise
-        run_seconds = stats.now() - started
+        run_seconds = clock() - started
         if self._local is not None:
             self._local.increment_nowait(1)
         else:
@@ -178,7 +184,7 @@ class Stepping:
         stats.steps = count = stats.steps + 1
         sampled = count >= stats.next_sample  # time this step for the statistics
         if sampled:
-            before, after, clock = stats.before, stats.after, stats.now
+            before, after, clock = stats.before, stats.after, stats.clock
             started = stats.start_sample()
         else:
             before, after = self._before, self._after
@@ -208,8 +214,11 @@ class Stepping:
                 del metadata.timings[:]  # timed in case a hook asked for a trace; none did
             if sampled:
                 run_started = clock()
-            try:
-                values = await _raw_run(raw, keys, feeds or _NO_FEEDS, merged, metadata)
+            try:  # _raw_run, inlined (as _checked below): a step after a wait pays for every call
+                if merged is DEFAULT_OPTIONS:
+                    values = await raw.run(keys, feeds or _NO_FEEDS, merged, metadata)
+                else:
+                    values = await _run_with_options(raw, keys, feeds or _NO_FEEDS, merged, metadata)
             except KeyError as exc:  # a missing fetch: say which party asked for it
                 from ._diagnose import note_missing_fetch  # the error path only
 
@@ -217,7 +226,8 @@ class Stepping:
                 raise
             if sampled:
                 run_seconds = clock() - run_started
-            values = _checked(raw, keys, values)
+            if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+                values = check_values(raw, keys, values)
             after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
             where = "after_run"
             if after.calls:

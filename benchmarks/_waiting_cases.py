@@ -1,0 +1,230 @@
+"""The cases of ``python -m benchmarks.waiting``: one step each, around a raw run that waits.
+
+Every case is opened once (``open_cases``) and then stepped one step at a time:
+``Stepper.step()`` runs one step and returns its wall time minus the wait its raw
+run timed itself, in µs. The raw run (``WaitingSession``) awaits
+``anyio.sleep(seconds)`` and records how long that took, so that what is left is
+what the case added around the wait, with the caches as cold as a step that
+really waits leaves them.
+
+* ``bare``: ``await raw.run(...)`` alone, the baseline of every async case;
+* ``loop_K``: the hand-written loop, ``await h.before_run(ctx)`` for each of K async
+  no-op hooks, the raw run, ``await h.after_run(ctx, values)`` for each;
+* ``pluggy_K``: a ``before_run`` and an ``after_run`` hook call of K implementations
+  around the raw run;
+* ``{async,plain}_{on,off}_K``: a ``MonitoredSession`` with K async / plain no-op
+  hooks, statistics on (the default) or off.
+
+Ignite runs its own synchronous loop, so it is stepped in blocks (``ignite_block``):
+``Engine.run`` over a block of items whose process function sleeps with
+``time.sleep`` and times that sleep; its baseline is the same loop without an
+engine (``ignite_bare``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from hookrun import MonitoredSession, RunMetadata, RunOptions
+
+from .cases import AsyncNoop, PlainNoop
+
+__all__ = ["Stepper", "WaitingSession", "bare_case", "ignite_steppers", "open_cases"]
+
+_perf = time.perf_counter
+
+
+class WaitingSession:
+    """A raw session whose run waits ``seconds`` and records how long the wait took."""
+
+    __slots__ = ("seconds", "waited")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.waited = 0.0
+
+    async def run(
+        self,
+        fetches: Sequence[Hashable],
+        feed_dict: Mapping[Hashable, Any],
+        options: RunOptions,
+        run_metadata: RunMetadata,
+    ) -> Sequence[Hashable]:
+        start = _perf()
+        await anyio.sleep(self.seconds)
+        self.waited = _perf() - start
+        return fetches
+
+
+class Stepper:
+    """One case: ``step()`` runs one step and returns the µs it took beyond its own wait."""
+
+    __slots__ = ("_raw", "_step", "name")
+
+    def __init__(
+        self, name: str, step: Callable[[], Awaitable[object]], raw: WaitingSession
+    ) -> None:
+        self.name, self._step, self._raw = name, step, raw
+
+    async def step(self) -> float:
+        start = _perf()
+        await self._step()
+        return (_perf() - start - self._raw.waited) * 1e6
+
+
+def bare_case(seconds: float) -> Stepper:
+    raw = WaitingSession(seconds)
+    keys: list[Hashable] = []
+    feeds: dict[Hashable, Any] = {}
+    options, metadata = RunOptions(), RunMetadata()
+    return Stepper("bare", lambda: raw.run(keys, feeds, options, metadata), raw)
+
+
+def _loop(seconds: float, k: int) -> Stepper:
+    raw = WaitingSession(seconds)
+    hooks = [AsyncNoop() for _ in range(k)]
+    keys: list[Hashable] = []
+    feeds: dict[Hashable, Any] = {}
+    options, metadata, ctx = RunOptions(), RunMetadata(), object()
+
+    async def step() -> None:
+        for hook in hooks:
+            await hook.before_run(ctx)  # type: ignore[arg-type]
+        values = await raw.run(keys, feeds, options, metadata)
+        for hook in hooks:
+            await hook.after_run(ctx, values)  # type: ignore[arg-type]
+
+    return Stepper(f"loop_{k}", step, raw)
+
+
+def _pluggy(seconds: float, k: int) -> Stepper:
+    import pluggy
+
+    spec, impl = pluggy.HookspecMarker("hookrun_waiting"), pluggy.HookimplMarker("hookrun_waiting")
+
+    class Spec:
+        @spec
+        def before_run(self, run_context: object) -> None: ...
+
+        @spec
+        def after_run(self, run_context: object, run_values: object) -> None: ...
+
+    class Plugin:
+        @impl
+        def before_run(self, run_context: object) -> None:
+            return None
+
+        @impl
+        def after_run(self, run_context: object, run_values: object) -> None:
+            return None
+
+    pm = pluggy.PluginManager("hookrun_waiting")
+    pm.add_hookspecs(Spec)
+    for i in range(k):
+        pm.register(Plugin(), name=f"plugin{i}")
+    hook, raw, ctx = pm.hook, WaitingSession(seconds), object()
+    keys: list[Hashable] = []
+    feeds: dict[Hashable, Any] = {}
+    options, metadata = RunOptions(), RunMetadata()
+
+    async def step() -> None:
+        hook.before_run(run_context=ctx)
+        values = await raw.run(keys, feeds, options, metadata)
+        hook.after_run(run_context=ctx, run_values=values)
+
+    return Stepper(f"pluggy_{k}", step, raw)
+
+
+async def _hookrun(
+    stack: contextlib.AsyncExitStack, seconds: float, kind: str, k: int, statistics: bool
+) -> Stepper:
+    raw = WaitingSession(seconds)
+    cls = AsyncNoop if kind == "async" else PlainNoop
+
+    async def create() -> WaitingSession:
+        return raw
+
+    session = await stack.enter_async_context(
+        MonitoredSession(create, [cls() for _ in range(k)], statistics=statistics)
+    )
+    return Stepper(f"{kind}_{'on' if statistics else 'off'}_{k}", session.run, raw)
+
+
+async def open_cases(
+    stack: contextlib.AsyncExitStack, seconds: float, ks: Sequence[int], pluggy: bool
+) -> list[Stepper]:
+    """Every async case, open in ``stack`` (the sessions close with it)."""
+    cases = [bare_case(seconds), *(_loop(seconds, k) for k in ks)]
+    if pluggy:
+        cases += [_pluggy(seconds, k) for k in ks]
+    for kind in ("plain", "async"):
+        for statistics in (True, False):
+            cases += [await _hookrun(stack, seconds, kind, k, statistics) for k in ks]
+    return cases
+
+
+# -- Ignite -------------------------------------------------------------------------------
+
+
+class _SleepingProcess:
+    """Ignite's process function: sleeps ``seconds``, adds the time it slept to ``waited``."""
+
+    __slots__ = ("seconds", "waited")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.waited = seconds, 0.0
+
+    def __call__(self, engine: object, batch: object) -> None:
+        start = _perf()
+        time.sleep(self.seconds)
+        self.waited += _perf() - start
+
+
+def ignite_steppers(seconds: float, ks: Sequence[int]) -> dict[str, Callable[[int], float]]:
+    """``name -> block(n)``: run ``n`` steps, return the µs per step beyond their waits.
+    ``ignite_bare`` calls the process function in a plain loop; ``ignite_K`` is an
+    ``Engine`` with K no-op handlers on each of ``ITERATION_STARTED`` and
+    ``ITERATION_COMPLETED``. Raises ``ImportError`` without Ignite."""
+    engine_mod = importlib.import_module("ignite.engine")
+    Engine, Events = engine_mod.Engine, engine_mod.Events
+
+    logging.getLogger("ignite").setLevel(logging.WARNING)
+
+    def bare(n: int) -> float:
+        process = _SleepingProcess(seconds)
+        start = _perf()
+        for batch in range(n):
+            process(None, batch)
+        return (_perf() - start - process.waited) * 1e6 / n
+
+    def engine_block(k: int) -> Callable[[int], float]:
+        process = _SleepingProcess(seconds)
+        engine = Engine(process)
+        for _ in range(k):
+            engine.add_event_handler(Events.ITERATION_STARTED, _noop())
+            engine.add_event_handler(Events.ITERATION_COMPLETED, _noop())
+
+        def block(n: int) -> float:
+            process.waited = 0.0
+            data = list(range(n))
+            start = _perf()
+            engine.run(data, max_epochs=1)
+            return (_perf() - start - process.waited) * 1e6 / n
+
+        return block
+
+    return {"ignite_bare": bare, **{f"ignite_{k}": engine_block(k) for k in ks}}
+
+
+def _noop() -> Callable[[object], None]:
+    def handler(engine: object) -> None:
+        return None
+
+    return handler
