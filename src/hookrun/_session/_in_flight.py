@@ -56,7 +56,7 @@ class Step:
 
     __slots__ = (
         "args", "cause", "counted", "ctx", "feeds", "keys", "lane", "merged", "metadata", "number",
-        "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
+        "occupied", "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
     )
 
     def __init__(self, lane: Lane, args: tuple[Any, Any, Any, Any]) -> None:
@@ -69,6 +69,7 @@ class Step:
         self.ctx: SessionRunContext | None = None
         self.sampled = 0  # the statistics' step count when it was picked to be timed; 0: not timed
         self.started = 0.0
+        self.occupied = 0.0  # the lanes' occupancy integral when it was timed from
         self.where = "before_run"
         self.keys: list[Hashable] | Any = []
         self.shape: Any = None
@@ -96,9 +97,11 @@ class InFlight:
         self._next: int | None = None  # the next step's number; None: read the counter
 
     def phase(self) -> anyio.Lock:
-        """The phase lock: one hook phase at a time (made on first use, in the event loop)."""
+        """The phase lock: one hook phase at a time (made on first use, in the event loop).
+        Taking it when it is free does not let other tasks run first (``fast_acquire``; a
+        cancelled caller still raises at once); waiters are served in arrival order."""
         if self._lock is None:
-            self._lock = anyio.Lock()
+            self._lock = anyio.Lock(fast_acquire=True)
         return self._lock
 
     # -- the session's view -----------------------------------------------------------------
@@ -215,7 +218,7 @@ class InFlight:
         stats = self.s._stats
         stats.failed(step.where, exc)
         if step.sampled:
-            stats.end_sample(step.number, step.started, None, False, self.pool.busy, step.sampled)
+            stats.end_sample(step.number, step.started, None, False, self._sharing(step), step.sampled)
             step.sampled = 0
 
     async def _before_phase(self, step: Step) -> None:
@@ -227,6 +230,7 @@ class InFlight:
         if count >= stats.next_sample:
             step.sampled = count
             step.started = stats.start_sample()
+            step.occupied = self.pool.occupancy()
             # The next step to time, picked now: the steps admitted while this one is in
             # flight are not all timed (its end picks again, from the same count).
             stats.next_sample = count + stats.gap
@@ -272,8 +276,16 @@ class InFlight:
                 args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
                 await s._dispatcher.run(after, args, metadata.timings if merged.trace else None)
         if step.sampled:
-            stats.end_sample(step.number, step.started, run_seconds, True, self.pool.busy, step.sampled)
+            stats.end_sample(step.number, step.started, run_seconds, True, self._sharing(step), step.sampled)
         return results
+
+    def _sharing(self, step: Step) -> int:
+        """How many steps shared a timed step's time: the mean in flight over its life (the
+        number in flight at its end says little when runs end in bursts)."""
+        elapsed: float = self.s._stats.now() - step.started
+        if elapsed <= 0:
+            return max(1, self.pool.busy)
+        return max(1, round((self.pool.occupancy() - step.occupied) / elapsed))
 
     async def attempt(self, step: Step, budget: RetryBudget | None, *, admitted: bool) -> Any:
         """One attempt at the rest of a step (``before_run`` again unless ``admitted`` just ran

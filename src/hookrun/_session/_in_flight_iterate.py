@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from .._errors import CLEAN_STOP_TYPES
 from ._iterate import StepIterator
@@ -33,7 +34,7 @@ __all__ = ["InFlightIterator"]
 
 
 class _Slot:
-    __slots__ = ("admitted", "delivered", "done", "error", "ran", "results", "step", "wake")
+    __slots__ = ("admitted", "delivered", "done", "error", "ran", "results", "started", "step", "wake")
 
     def __init__(self, step: Step, wake: Callable[[], None]) -> None:
         self.step = step
@@ -42,6 +43,7 @@ class _Slot:
         self.ran = False  # its raw run returned: its results are known
         self.delivered = False  # yielded (ordered=False: maybe before its after_run)
         self.admitted = False
+        self.started = False  # its task began: its raw run has started (or it ended)
         self.results: Any = None
         self.error: BaseException | None = None
 
@@ -117,6 +119,8 @@ class InFlightIterator(StepIterator):
         """Admit steps while a lane is free, up to N in flight."""
         engine = self._engine
         while not self._exhausted and len(self._pending) < engine.n and (not self._pending or engine.pool.free()):
+            while self._pending and not self._pending[-1].started:  # raw runs start in step order
+                await anyio.lowlevel.checkpoint()
             if engine.should_stop():
                 self._exhausted = True
                 return
@@ -147,6 +151,7 @@ class InFlightIterator(StepIterator):
             self._engine.s._task_group().start_soon(self._step_task, slot, budget, failed)
 
     async def _step_task(self, slot: _Slot, budget: RetryBudget | None, failed: Exception | None) -> None:
+        slot.started = True
         try:
             slot.admitted, slot.results = await self._engine.run_step(
                 slot.step, admitted=True, budget=budget, failed=failed
