@@ -395,13 +395,3 @@ async def test_a_timed_step_is_read_as_shared_by_the_steps_in_flight_over_its_li
     share = stats.sampled_steps / stats.steps
     assert 1 / 10 <= share <= 1 / 4, share
 
-
-async def test_raw_runs_start_in_feed_order_without_hooks() -> None:
-    """With no hook to show the order, the raw runs still start in feed order (trio starts the
-    tasks spawned together in either order)."""
-    gates = Gates()
-    gates.open_all = True
-    async with MonitoredSession(GatedCreator(gates), max_in_flight=4) as sess:
-        with anyio.fail_after(10):
-            assert [r async for r in sess.iterate("y", feeds(60))] == list(range(60))
-    assert gates.started == list(range(60))
