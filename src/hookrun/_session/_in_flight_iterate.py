@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.lowlevel
 
 from .._errors import CLEAN_STOP_TYPES
 from ._iterate import StepIterator
@@ -36,7 +35,7 @@ __all__ = ["InFlightIterator"]
 
 
 class _Slot:
-    __slots__ = ("admitted", "delivered", "done", "error", "ran", "results", "started", "step", "wake")
+    __slots__ = ("admitted", "delivered", "done", "error", "ran", "results", "step", "wake")
 
     def __init__(self, step: Step, wake: Callable[[], None]) -> None:
         self.step = step
@@ -45,7 +44,6 @@ class _Slot:
         self.ran = False  # its raw run returned: its results are known
         self.delivered = False  # yielded (ordered=False: maybe before its after_run)
         self.admitted = False
-        self.started = False  # its task began: its raw run has started (or it ended)
         self.results: Any = None
         self.error: BaseException | None = None
 
@@ -126,8 +124,6 @@ class InFlightIterator(StepIterator):
         """Admit steps while a lane is free, up to N in flight."""
         engine = self._engine
         while not self._exhausted and len(self._pending) < engine.n and (not self._pending or engine.pool.free()):
-            while self._pending and not self._pending[-1].started:  # raw runs start in step order
-                await anyio.lowlevel.checkpoint()
             if engine.should_stop():
                 self._exhausted = True
                 return
@@ -158,7 +154,6 @@ class InFlightIterator(StepIterator):
             self._runners.submit(self._step_task(slot, budget, failed))
 
     async def _step_task(self, slot: _Slot, budget: RetryBudget | None, failed: Exception | None) -> None:
-        slot.started = True
         try:
             slot.admitted, slot.results = await self._engine.run_step(
                 slot.step, admitted=True, budget=budget, failed=failed
