@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._coordinator._tasks import Coordinator
 from .._dispatch import _nest
 from .._dispatch._merge import DEFAULT_OPTIONS, check_options
 from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
@@ -110,9 +111,11 @@ class InFlight:
         s = self.s
         if s._state is not State.OPEN or s._hook_stop:
             return True
-        for lane in self.lanes:
-            coord = lane.coord
-            if coord is not None and coord.should_stop():
+        coords = self.sessions.coordinators
+        if not any(map(Coordinator.should_stop, coords)):  # the common case, checked in one pass
+            return False
+        for coord in coords:
+            if coord.should_stop():
                 held = coord.exception
                 if not (s._recovers and held is not None and s._is_recoverable(held)):
                     return True

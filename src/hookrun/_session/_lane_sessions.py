@@ -62,6 +62,8 @@ class LaneSessions:
         self.s = session
         self.lanes = lanes
         self._phase = phase
+        #: The coordinators of the lanes that have a session, in lane order (kept by ``_publish``).
+        self.coordinators: tuple[Coordinator, ...] = ()
         more = getattr(creator, "create_lane_session", None)
         self._create_more: Callable[[], Awaitable[Any]] = (
             creator_function(more) if more is not None else session._create_session
@@ -195,8 +197,10 @@ class LaneSessions:
         return failures
 
     def _publish(self) -> None:
-        """The monitored session's own session and coordinator: the first lane's that has one."""
+        """The monitored session's own session and coordinator: the first lane's that has one;
+        and the lanes' coordinators."""
         s = self.s
+        self.coordinators = tuple(lane.coord for lane in self.lanes if lane.coord is not None)
         lane = next((lane for lane in self.lanes if lane.raw is not None), None)
         s._raw, s._coord = (None, None) if lane is None else (lane.raw, lane.coord)
 
