@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from hookrun import MonitoredSession, RunMetadata, RunOptions
+from hookrun import MonitoredSession, RunMetadata, RunOptions, SessionRunContext, SessionRunHook
 from tests.session._in_flight_support import GatedCreator, Gates, Recorder
 
 pytestmark = pytest.mark.anyio
@@ -38,6 +38,25 @@ async def test_raw_runs_start_in_feed_order_without_hooks() -> None:
         with anyio.fail_after(10):
             assert [r async for r in sess.iterate("y", feeds(60))] == list(range(60))
     assert gates.started == list(range(60))
+
+
+async def test_a_step_starts_its_raw_run_before_the_next_step_is_admitted() -> None:
+    """Each step admitted starts its raw run before ``before_run`` of the next one: steps
+    admitted back to back do not wait for the iterating task to admit the rest first."""
+    gates = Gates()
+    gates.open_all = True
+    started_before: list[int] = []
+
+    class Watch(SessionRunHook):
+        overlapping_steps = True
+
+        def before_run(self, run_context: SessionRunContext) -> None:
+            started_before.append(len(gates.started))
+
+    async with MonitoredSession(GatedCreator(gates), [Watch()], max_in_flight=4) as sess:
+        with anyio.fail_after(10):
+            assert [r async for r in sess.iterate("y", feeds(40))] == list(range(40))
+    assert started_before == list(range(40))
 
 
 class _ContextSession:

@@ -3,8 +3,8 @@ steps running and yields their results in feed order (``ordered=False``: as they
 
 The iterating task admits each step itself (a lane, its number, its ``before_run``), so
 numbers follow the feeds; the rest of the step (the raw run, ``after_run``) runs in a task
-of the session's task group (a parked runner, ``_runners.py``), the raw runs starting in
-step order. A step that a stop kept from being admitted, or that met a clean-stop error,
+of the session's task group (a parked runner, ``_runners.py``): the raw runs start in
+step order, each before the next step is admitted. A step that a stop kept from being admitted, or that met a clean-stop error,
 yields nothing; once a stop is requested no step is admitted, the steps
 in flight are drained and iteration ends. Any other error cancels the steps in flight and
 is raised (the error of the step that failed first, not the cancellations it caused);
@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from .._errors import CLEAN_STOP_TYPES
 from ._iterate import StepIterator
@@ -124,6 +125,8 @@ class InFlightIterator(StepIterator):
         """Admit steps while a lane is free, up to N in flight."""
         engine = self._engine
         while not self._exhausted and len(self._pending) < engine.n and (not self._pending or engine.pool.free()):
+            while self._runners.queued():  # the step submitted last starts its raw run first
+                await anyio.lowlevel.checkpoint()
             if engine.should_stop():
                 self._exhausted = True
                 return

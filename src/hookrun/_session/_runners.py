@@ -59,6 +59,10 @@ class StepRunners:
         for wake in idle:
             wake.set()
 
+    def queued(self) -> bool:
+        """Whether a job submitted has not started yet."""
+        return bool(self._jobs)
+
     def submit(self, job: Coroutine[Any, Any, None]) -> None:
         """Queue ``job``, to run in a copy of the current context, and wake (or start) a runner."""
         self._jobs.append((job, copy_context()))
