@@ -63,11 +63,11 @@ class Step:
         "occupied", "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
     )
 
-    def __init__(self, lane: Lane, args: tuple[Any, Any, Any, Any]) -> None:
+    def __init__(self, lane: Lane, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None = None) -> None:
         self.lane = lane
         self.args = args  # fetches, feed_dict, options, run_metadata
         self.number = 0  # 0: not admitted yet
-        self.scope = anyio.CancelScope()
+        self.scope = anyio.CancelScope() if scope is None else scope
         self.cause: BaseException | None = None  # why another step cancelled this one
         self.counted: int | None = None  # the counter after this step's increment, once made
         self.ctx: SessionRunContext | None = None
@@ -142,7 +142,7 @@ class InFlight:
     async def take_lane(self, args: tuple[Any, Any, Any, Any]) -> Step:
         """A step holding a free lane (waits for one); the session is busy until it ends."""
         lane = await self.pool.acquire()
-        step = Step(lane, args)
+        step = Step(lane, args, self.s._dispatcher.new_scope())  # the backend's own scope class
         self.steps.add(step)
         self.s._busy = True
         return step
