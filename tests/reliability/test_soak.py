@@ -20,6 +20,7 @@ from hookrun import (
     SessionRunHook,
     SessionRunValues,
 )
+from hookrun._observe._statistics import _FOLD
 
 WARMUP, WINDOW, STEPS = 2_000, 2_000, 10_000
 #: Four lanes: fewer steps (each costs more); a raw run's schedule points (so runs overlap).
@@ -107,6 +108,14 @@ def _hooks() -> list[SessionRunHook]:
     return hooks
 
 
+def _settle(sess: MonitoredSession) -> None:
+    """Fold the timed durations still batched (at most ``_FOLD`` records, a bounded buffer,
+    checked here) into the histograms, then collect: what is left alive after is a leak."""
+    assert len(sess._stats.records) <= _FOLD, "the batch of timed durations outgrew its bound"
+    sess.statistics()
+    gc.collect()
+
+
 @pytest.mark.anyio
 async def test_soak_memory_objects_and_tasks_stay_flat() -> None:
     """After warm-up, 10k steps leave no memory, objects or tasks behind."""
@@ -115,22 +124,23 @@ async def test_soak_memory_objects_and_tasks_stay_flat() -> None:
             for _ in range(WARMUP):
                 await sess.run("a")
             tasks = len(anyio.get_running_tasks())
-            gc.collect()
+            _settle(sess)
             tracemalloc.start()
             try:
                 for _ in range(WINDOW):
                     await sess.run("a")
-                gc.collect()
+                _settle(sess)
                 left_alive, _peak = tracemalloc.get_traced_memory()
             finally:
                 tracemalloc.stop()
-            gc.collect()
+            _settle(sess)
             objects = len(gc.get_objects())
             for step in range(STEPS):
                 await sess.run("a")
                 if step % 1_000 == 0:
                     assert len(anyio.get_running_tasks()) == tasks
-            gc.collect()
+                    assert len(sess._stats.records) <= _FOLD
+            _settle(sess)
             grown = len(gc.get_objects()) - objects
     assert left_alive < 32 * 1024, f"{WINDOW} steps left {left_alive} bytes alive"
     assert grown < 200, f"{STEPS} steps left {grown} more gc-tracked objects"
@@ -150,20 +160,21 @@ async def test_soak_with_four_steps_in_flight_stays_flat() -> None:
         async with MonitoredSession(creator, _hooks(), max_in_flight=4) as sess:
             await _steps(sess, LANE_WARMUP)
             tasks = len(anyio.get_running_tasks())
-            gc.collect()
+            _settle(sess)
             tracemalloc.start()
             try:
                 await _steps(sess, LANE_WINDOW)
-                gc.collect()
+                _settle(sess)
                 left_alive, _peak = tracemalloc.get_traced_memory()
             finally:
                 tracemalloc.stop()
-            gc.collect()
+            _settle(sess)
             objects = len(gc.get_objects())
             for _ in range(LANE_STEPS // 500):
                 await _steps(sess, 500)
                 assert len(anyio.get_running_tasks()) == tasks
-            gc.collect()
+                assert len(sess._stats.records) <= _FOLD
+            _settle(sess)
             grown = len(gc.get_objects()) - objects
     assert creator.shared[1] == 4, f"at most {creator.shared[1]} runs overlapped"
     assert left_alive < 32 * 1024, f"{LANE_WINDOW} steps left {left_alive} bytes alive"

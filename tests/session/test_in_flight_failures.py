@@ -402,6 +402,9 @@ async def test_a_recoverable_error_in_a_lanes_coordinator_re_creates_that_lane()
         assert not sess.should_stop()  # recoverable: the lane is re-created, nothing stops
         with anyio.fail_after(10):
             assert [await sess.run("y", {"i": i}) for i in range(2)] == [0, 1]
+        assert len(keep.coords) == 3 and not sess.should_stop()
+        keep.coords[-1].request_stop()  # the re-created lane's own coordinator: a stop at once
+        assert sess.should_stop()
     assert len(creator.sessions) == 3
     assert [s.closed for s in creator.sessions] == [1, 1, 1]
     assert creator.sessions[0].runs == []  # its lane was re-created before running a step

@@ -10,7 +10,8 @@ serves (``_serving.py``), the checks of what the user hands it (``_checks.py``);
 in flight with ``max_in_flight > 1``: the lanes and the turnstile that orders the hook
 phases (``_lanes.py``), each lane's raw session (``_lane_sessions.py``), admitting and
 running the steps (``_in_flight.py``), their ``iterate`` and ``run_step_fn``
-(``_in_flight_iterate.py``, ``_in_flight_step_fn.py``) and installing them
+(``_in_flight_iterate.py``, ``_in_flight_step_fn.py``), the tasks that run the steps
+``iterate`` admits (``_runners.py``) and installing them
 (``_in_flight_setup.py``); and
 the raw side: what a session and a session creator are (``_raw.py``), what a creator
 may be (``_factories.py``), closing a raw session (``_closing.py``) and lending one

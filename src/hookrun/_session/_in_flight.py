@@ -34,6 +34,7 @@ number up, so nothing waits for it, and marks its run context ended.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
 __all__ = ["InFlight", "Step"]
 
 _new_tuple = tuple.__new__
+#: Whether a coordinator's stop signal is set, read without a call per lane (64 lanes:
+#: about 1.6 us against 4.3 us for ``should_stop()`` on each).
+_stopped = operator.attrgetter("stopped")
 
 
 class Step:
@@ -62,19 +66,20 @@ class Step:
 
     __slots__ = (
         "args", "cause", "counted", "ctx", "feeds", "keys", "lane", "merged", "metadata", "number",
-        "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
+        "occupied", "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
     )
 
-    def __init__(self, lane: Lane, args: tuple[Any, Any, Any, Any]) -> None:
+    def __init__(self, lane: Lane, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None = None) -> None:
         self.lane = lane
         self.args = args  # fetches, feed_dict, options, run_metadata
         self.number = 0  # 0: not admitted yet
-        self.scope = anyio.CancelScope()
+        self.scope = anyio.CancelScope() if scope is None else scope
         self.cause: BaseException | None = None  # why another step cancelled this one
         self.counted: int | None = None  # the counter after this step's increment, once made
         self.ctx: InFlightRunContext | None = None
         self.sampled = 0  # the statistics' step count when it was picked to be timed; 0: not timed
         self.started = 0.0
+        self.occupied = 0.0  # the lanes' occupancy integral when it was timed from
         self.where = "before_run"
         self.keys: list[Hashable] | Any = []
         self.shape: Any = None
@@ -105,9 +110,11 @@ class InFlight:
         self._resume: anyio.Event | None = None  # set once _held's before_run is whole or it ended
 
     def phase(self) -> anyio.Lock:
-        """The phase lock: one hook phase at a time (made on first use, in the event loop)."""
+        """The phase lock: one hook phase at a time (made on first use, in the event loop).
+        Taking it when it is free does not let other tasks run first (``fast_acquire``; a
+        cancelled caller still raises at once); waiters are served in arrival order."""
         if self._lock is None:
-            self._lock = anyio.Lock()
+            self._lock = anyio.Lock(fast_acquire=True)
         return self._lock
 
     # -- the session's view -----------------------------------------------------------------
@@ -116,9 +123,10 @@ class InFlight:
         s = self.s
         if s._state is not State.OPEN or s._hook_stop:
             return True
-        for lane in self.lanes:
-            coord = lane.coord
-            if coord is not None and coord.should_stop():
+        if not any(map(_stopped, self.sessions.stop_signals)):  # the common case, in one pass
+            return False
+        for coord in self.sessions.coordinators:
+            if coord.should_stop():
                 held = coord.exception
                 if not (s._recovers and held is not None and s._is_recoverable(held)):
                     return True
@@ -143,7 +151,7 @@ class InFlight:
     async def take_lane(self, args: tuple[Any, Any, Any, Any]) -> Step:
         """A step holding a free lane (waits for one); the session is busy until it ends."""
         lane = await self.pool.acquire()
-        step = Step(lane, args)
+        step = Step(lane, args, self.s._dispatcher.new_scope())  # the backend's own scope class
         self.steps.add(step)
         self.s._busy = True
         return step
@@ -254,7 +262,7 @@ class InFlight:
         stats = self.s._stats
         stats.failed(step.where, exc)
         if step.sampled:
-            stats.end_sample(step.number, step.started, None, False, self.pool.busy, step.sampled)
+            stats.end_sample(step.number, step.started, None, False, self._sharing(step), step.sampled)
             step.sampled = 0
 
     async def _before_phase(self, step: Step) -> None:
@@ -268,6 +276,7 @@ class InFlight:
         if count >= stats.next_sample:
             step.sampled = count
             step.started = stats.start_sample()
+            step.occupied = self.pool.occupancy()
             # The next step to time, picked now: the steps admitted while this one is in
             # flight are not all timed (its end picks again, from the same count).
             stats.next_sample = count + stats.gap
@@ -316,8 +325,16 @@ class InFlight:
                 args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
                 await s._dispatcher.run(after, args, metadata.timings if merged.trace else None)
         if step.sampled:
-            stats.end_sample(step.number, step.started, run_seconds, True, self.pool.busy, step.sampled)
+            stats.end_sample(step.number, step.started, run_seconds, True, self._sharing(step), step.sampled)
         return results
+
+    def _sharing(self, step: Step) -> int:
+        """How many steps shared a timed step's time: the mean in flight over its life (the
+        number in flight at its end says little when runs end in bursts)."""
+        elapsed: float = self.s._stats.now() - step.started
+        if elapsed <= 0:
+            return max(1, self.pool.busy)
+        return max(1, round((self.pool.occupancy() - step.occupied) / elapsed))
 
     async def attempt(self, step: Step, budget: RetryBudget | None, *, admitted: bool) -> Any:
         """One attempt at the rest of a step (``before_run`` again unless ``admitted`` just ran

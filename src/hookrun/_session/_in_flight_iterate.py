@@ -3,16 +3,18 @@ steps running and yields their results in feed order (``ordered=False``: as they
 
 The iterating task admits each step itself (a lane, its number, its ``before_run``, under
 the step's cancel scope, so another step's fatal error cuts it short), so numbers follow
-the feeds; the rest of the step (the raw run, ``after_run``) runs in a task
-of the session's task group. A step that a stop kept from being admitted, or that met a
-clean-stop error, yields nothing; once a stop is requested no step is admitted, the steps
+the feeds; the rest of the step (the raw run, ``after_run``) runs in a task of the
+session's task group (a parked runner, ``_runners.py``): the raw runs start in step
+order, each before the next step is admitted. A step that a stop kept from being
+admitted, or that met a clean-stop error, yields nothing; once a stop is requested no
+step is admitted, the steps
 in flight are drained and iteration ends. Any other error cancels the steps in flight and
 is raised (the error of the step that failed first, not the cancellations it caused);
 with ``ordered=False`` a step's results are yielded as soon as its raw run returns, which
 may be before its ``after_run`` (still called in step order; an error it raises comes
 from a later ``__anext__``);
 cancelling the iterating task, or ``aclose()``, cancels them and waits for them (shielded,
-bounded by the grace period), so no task of the iterator is left running.
+bounded by the grace period), so no task of the iterator is left running once it ended.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from .._errors import CLEAN_STOP_TYPES
 from ._iterate import StepIterator
+from ._runners import StepRunners
 
 if TYPE_CHECKING:
     from ._in_flight import InFlight, Step
@@ -55,7 +59,7 @@ class _Slot:
 class InFlightIterator(StepIterator):
     """The async iterator ``iterate`` returns on a session with steps in flight."""
 
-    __slots__ = ("_engine", "_exhausted", "_ordered", "_pending", "_wake")
+    __slots__ = ("_engine", "_exhausted", "_ordered", "_pending", "_runners", "_wake")
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
         super().__init__(engine.s, fetches, feeds, engine.s._set_hook_stop)
@@ -64,21 +68,25 @@ class InFlightIterator(StepIterator):
         self._pending: deque[_Slot] = deque()
         self._exhausted = False  # no more steps are admitted
         self._wake: anyio.Event | None = None
+        self._runners = StepRunners(engine.s._task_group)
 
     async def __anext__(self) -> Any:
         if self._busy:
             raise RuntimeError("iterate(): another task is already running a step of this iterator")
         if self._done and not self._pending:
+            self._runners.close()
             raise StopAsyncIteration
         self._busy = True
         try:
             return await self._next()
         except StopAsyncIteration:
             self._done = True
+            self._runners.close()
             raise
         except BaseException as exc:
             self._done = self._exhausted = True
             await self._abandon(exc)
+            self._runners.close()
             origin = self._origin(exc)
             self._pending.clear()
             if origin is exc:
@@ -92,6 +100,7 @@ class InFlightIterator(StepIterator):
         self._done = True
         self._exhausted = True
         await self._abandon(RuntimeError("iterate(): the iterator was closed"))
+        self._runners.close()
         self._pending.clear()
 
     async def _next(self) -> Any:
@@ -118,6 +127,11 @@ class InFlightIterator(StepIterator):
         """Admit steps while a lane is free, up to N in flight."""
         engine = self._engine
         while not self._exhausted and len(self._pending) < engine.n and (not self._pending or engine.pool.free()):
+            while self._runners.queued():  # the step submitted last starts its raw run first
+                await anyio.lowlevel.checkpoint()
+            if any(slot.error is not None for slot in self._pending):  # it may have failed meanwhile
+                self._exhausted = True  # a clean stop or an error: either way no step follows it
+                return
             if engine.should_stop():
                 self._exhausted = True
                 return
@@ -144,7 +158,7 @@ class InFlightIterator(StepIterator):
                 engine.end(step)
                 self._exhausted = True
                 return
-            step.scope = anyio.CancelScope()  # the rest of the step, in its task
+            step.scope = engine.s._dispatcher.new_scope()  # the rest of the step, in its task
             if step.cause is not None:  # cancelled by another step's failure: it says so, no more admitted
                 failed = failed or engine.cancelled_error(step)
                 self._exhausted = True
@@ -152,7 +166,7 @@ class InFlightIterator(StepIterator):
             if not self._ordered:
                 step.on_ran = slot.on_ran
             self._pending.append(slot)
-            self._engine.s._task_group().start_soon(self._step_task, slot, budget, failed)
+            self._runners.submit(self._step_task(slot, budget, failed))
 
     async def _step_task(self, slot: _Slot, budget: RetryBudget | None, failed: Exception | None) -> None:
         try:

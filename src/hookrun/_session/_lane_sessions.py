@@ -37,6 +37,7 @@ from ._lifecycle import _aclose, _aclose_logged
 from ._state import State
 
 if TYPE_CHECKING:
+    from .._coordinator._signal import StopSignal
     from ._lanes import Lane
     from ._retry import RetryBudget
 
@@ -63,6 +64,10 @@ class LaneSessions:
         self.s = session
         self.lanes = lanes
         self._phase = phase
+        #: The coordinators of the lanes that have a session, in lane order, and their stop
+        #: signals (kept by ``_publish``).
+        self.coordinators: tuple[Coordinator, ...] = ()
+        self.stop_signals: tuple[StopSignal, ...] = ()
         more = getattr(creator, "create_lane_session", None)
         self._create_more: Callable[[], Awaitable[Any]] = (
             creator_function(more) if more is not None else session._create_session
@@ -199,8 +204,11 @@ class LaneSessions:
         return failures
 
     def _publish(self) -> None:
-        """The monitored session's own session and coordinator: the first lane's that has one."""
+        """The monitored session's own session and coordinator: the first lane's that has one;
+        and the lanes' coordinators."""
         s = self.s
+        self.coordinators = tuple(lane.coord for lane in self.lanes if lane.coord is not None)
+        self.stop_signals = tuple(coord._signal for coord in self.coordinators)
         lane = next((lane for lane in self.lanes if lane.raw is not None), None)
         s._raw, s._coord = (None, None) if lane is None else (lane.raw, lane.coord)
 

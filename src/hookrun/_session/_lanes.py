@@ -75,10 +75,14 @@ class LanePool:
         """The mean number of steps in flight since the first one started (``None``: none yet)."""
         if self._started is None:
             return None
-        now = self._clock()
-        elapsed = now - self._started
-        area = self._area + self.busy * (now - self._since)
-        return area / elapsed if elapsed > 0 else float(self.busy)
+        elapsed = self._clock() - self._started
+        return self.occupancy() / elapsed if elapsed > 0 else float(self.busy)
+
+    def occupancy(self) -> float:
+        """The lanes in use, integrated over time up to now (0 before the first was taken)."""
+        if self._started is None:
+            return 0.0
+        return self._area + self.busy * (self._clock() - self._since)
 
     def free(self) -> bool:
         """Whether ``acquire`` would return at once."""
