@@ -40,10 +40,7 @@ def env_with_venv_first(tmp_path: Path) -> dict[str, str]:
 
 # -- set up ---------------------------------------------------------------------------------
 
-TEST_COMMAND = (
-    ".venv/bin/pip install -e '.[test]' && .venv/bin/python -m coverage run -m pytest -q -m 'not engine' "
-    "-n auto && .venv/bin/python -m coverage combine -q && .venv/bin/python -m coverage report"
-)
+TEST_COMMAND = ".venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -q -m 'not engine' -n auto"
 ENGINES = {"ray", "dask", "distributed", "psutil"}
 
 
@@ -185,6 +182,10 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
     assert ".venv/bin/pip install -e '.[test-engines]'" in development
     assert ".venv/bin/python -m pytest -q -m engine" in development
     assert 'export PATH="$VIRTUAL_ENV/bin:$PATH"' in ci
+    # The command is measured as it runs (coverage started by every process), then reported.
+    measured = [line for line in lines[:at] if line.startswith(("echo 'import coverage", "export COVERAGE_PROCESS_START"))]
+    assert len(measured) == 2 and "coverage.process_startup()" in measured[0]
+    assert "python -m coverage combine -q && python -m coverage report" in lines[at:]
     assert "rm -rf .venv" not in ci and "mktemp -d" in ci
     assert not blocks("sh", section("Development"))  # one place for the test command
 
