@@ -8,7 +8,7 @@ import anyio
 import pytest
 from hypothesis import event, given, settings
 
-from .lanes_plan import LaneScenario, lane_scenarios
+from .lanes_plan import Action, LaneHook, LaneScenario, lane_scenarios
 from .lanes_rules import check_lanes, features
 from .lanes_run import run_lanes
 
@@ -25,3 +25,21 @@ def test_lanes_keep_every_rule(backend: str, scenario: LaneScenario) -> None:
     observed = anyio.run(run_lanes, scenario, backend=backend)
     for feature in features(check_lanes(scenario, observed)):
         event(feature)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_lane_whose_retries_ran_out_ends_its_step_and_a_later_caller_goes_on(backend: str) -> None:
+    """Three run() callers, two lanes: the first step admitted fails its before_run, its
+    lane's re-creation fails and its budget is spent, so its caller gets that error and the
+    step held behind it is cancelled; the caller not yet in flight then gets a lane with a
+    new session and succeeds (the model once read that creation as the failed one retried)."""
+    hook = LaneHook("h0", {"before_run": "sync"}, {"before_run": (Action(effect="aborted"),)})
+    scenario = LaneScenario(
+        lanes=2, mode="tasks", items=3, hooks=(hook,), run_effects={}, creator_errors={2: "aborted"},
+        max_attempts=2, last_step=None, releases=(), cancel_at=None, exit="normal",
+    )
+    observed = anyio.run(run_lanes, scenario, backend=backend)
+    check_lanes(scenario, observed)
+    outcomes = sorted(outcome[:2] for outcome in observed.task_outcomes.values())  # which caller: the backend's order
+    assert outcomes == [("ok", outcomes[0][1]), ("raise", "AbortedError"), ("raise", "RuntimeError")]
+    assert ("raise", "AbortedError", "create#2") in observed.task_outcomes.values()
