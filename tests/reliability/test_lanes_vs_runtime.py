@@ -8,9 +8,10 @@ import anyio
 import pytest
 from hypothesis import event, given, settings
 
-from .lanes_plan import Action, LaneHook, LaneScenario, lane_scenarios
+from .lanes_plan import LaneHook, LaneScenario, lane_scenarios
 from .lanes_rules import check_lanes, features
 from .lanes_run import run_lanes
+from .strategies import Action
 
 #: Scenarios per backend: the profile's ``max_examples``.
 SCENARIOS_PER_BACKEND = settings().max_examples
