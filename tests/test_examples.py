@@ -108,7 +108,11 @@ ENGINES = {"dask_pipeline", "ray_workers"}
 
 
 @pytest.mark.parametrize(
-    "name", sorted(path.stem for path in EXAMPLES.glob("*.py") if not path.stem.startswith("_"))
+    "name",
+    [  # the engine examples import Ray or Dask: with the engine suites' extra only
+        pytest.param(name, marks=pytest.mark.engine) if name in ENGINES else name
+        for name in sorted(path.stem for path in EXAMPLES.glob("*.py") if not path.stem.startswith("_"))
+    ],
 )
 def test_every_example_runs_as_a_script(name: str, tmp_path: Path) -> None:
     """`python examples/NAME.py` works from any folder, as `python -m examples.NAME` does."""

@@ -29,7 +29,12 @@ def _import_without(module: str, hidden: str) -> subprocess.CompletedProcess[str
 
 @pytest.mark.parametrize(
     ("module", "hidden", "extra"),
-    [("hookrun.ray", "ray", "ray"), ("hookrun.dask", "dask", "dask"), ("hookrun.dask", "distributed", "dask")],
+    [
+        ("hookrun.ray", "ray", "ray"),
+        ("hookrun.dask", "dask", "dask"),
+        # Dask without distributed: needs dask itself installed (the engine suites' extra).
+        pytest.param("hookrun.dask", "distributed", "dask", marks=pytest.mark.engine),
+    ],
 )
 def test_importing_an_adapter_without_its_engine_names_the_extra(module: str, hidden: str, extra: str) -> None:
     """The error is still a ModuleNotFoundError for the engine, and says what to install."""
@@ -41,6 +46,7 @@ def test_importing_an_adapter_without_its_engine_names_the_extra(module: str, hi
     assert f"pip install 'hookrun[{extra}]'" in message
 
 
+@pytest.mark.engine  # needs Ray installed
 def test_an_error_inside_the_installed_engine_is_not_masked() -> None:
     """A module the engine itself misses is reported as it is, not as the engine missing."""
     done = _import_without("hookrun.ray", "ray._raylet")
