@@ -35,6 +35,7 @@ import anyio
 from hookrun import MonitoredSession, RunMetadata, RunOptions
 
 from .cases import AsyncNoop, PlainNoop
+from .peers import pluggy_hook
 
 __all__ = ["Stepper", "WaitingSession", "bare_case", "ignite_steppers", "open_cases"]
 
@@ -105,31 +106,7 @@ def _loop(seconds: float, k: int) -> Stepper:
 
 
 def _pluggy(seconds: float, k: int) -> Stepper:
-    import pluggy
-
-    spec, impl = pluggy.HookspecMarker("hookrun_waiting"), pluggy.HookimplMarker("hookrun_waiting")
-
-    class Spec:
-        @spec
-        def before_run(self, run_context: object) -> None: ...
-
-        @spec
-        def after_run(self, run_context: object, run_values: object) -> None: ...
-
-    class Plugin:
-        @impl
-        def before_run(self, run_context: object) -> None:
-            return None
-
-        @impl
-        def after_run(self, run_context: object, run_values: object) -> None:
-            return None
-
-    pm = pluggy.PluginManager("hookrun_waiting")
-    pm.add_hookspecs(Spec)
-    for i in range(k):
-        pm.register(Plugin(), name=f"plugin{i}")
-    hook, raw, ctx = pm.hook, WaitingSession(seconds), object()
+    hook, raw, ctx = pluggy_hook(k, "hookrun_waiting"), WaitingSession(seconds), object()
     keys: list[Hashable] = []
     feeds: dict[Hashable, Any] = {}
     options, metadata = RunOptions(), RunMetadata()

@@ -188,13 +188,14 @@ def _ignite_run(engine: Any) -> Sampler:
 # -- pluggy -------------------------------------------------------------------------------
 
 
-def pluggy_cases(ks: Sequence[int]) -> list[Case]:
-    """``pluggy_K``: a before_run and an after_run call with K implementations."""
+def pluggy_hook(k: int, project: str = "hookrun_bench") -> Any:
+    """A pluggy hook relay with ``before_run`` and ``after_run`` specs and K no-op
+    implementations (``pluggy_K`` here, and the waiting step's pluggy case)."""
     try:
         import pluggy
     except ImportError as exc:
         raise ImportError(f"pluggy is not installed ({exc}); pip install pluggy") from exc
-    spec, impl = pluggy.HookspecMarker("hookrun_bench"), pluggy.HookimplMarker("hookrun_bench")
+    spec, impl = pluggy.HookspecMarker(project), pluggy.HookimplMarker(project)
 
     class Spec:
         @spec
@@ -212,13 +213,18 @@ def pluggy_cases(ks: Sequence[int]) -> list[Case]:
         def after_run(self, run_context: object, run_values: object) -> None:
             return None
 
+    pm = pluggy.PluginManager(project)
+    pm.add_hookspecs(Spec)
+    for i in range(k):
+        pm.register(Plugin(), name=f"plugin{i}")
+    return pm.hook
+
+
+def pluggy_cases(ks: Sequence[int]) -> list[Case]:
+    """``pluggy_K``: a before_run and an after_run call with K implementations."""
     cases = []
     for k in ks:
-        pm = pluggy.PluginManager("hookrun_bench")
-        pm.add_hookspecs(Spec)
-        for i in range(k):
-            pm.register(Plugin(), name=f"plugin{i}")
-        hook, ctx = pm.hook, object()
+        hook, ctx = pluggy_hook(k), object()
 
         def step(hook: Any = hook, ctx: object = ctx) -> None:
             hook.before_run(run_context=ctx)

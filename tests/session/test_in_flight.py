@@ -334,6 +334,21 @@ async def test_ordered_must_be_a_bool_and_means_nothing_with_one_lane() -> None:
             sess.iterate(None, feeds(2), ordered=1)  # type: ignore[arg-type]
 
 
+class AsyncWork(SessionRunHook):
+    """50 µs of work a call on a mock clock: timing a step is a small share of it."""
+
+    overlapping_steps = True
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        self.clock.jump(5e-5)
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        self.clock.jump(5e-5)
+
+
 async def test_adaptive_sampling_reads_a_steps_time_as_shared_by_the_steps_in_flight() -> None:
     """With 8 steps in flight a step lasts about 8 steps' time: 1.5 ms steps with ten async
     hooks are timed about as rarely as one at a time (not every one, nor in bursts of 8)."""
@@ -348,17 +363,8 @@ async def test_adaptive_sampling_reads_a_steps_time_as_shared_by_the_steps_in_fl
                 await anyio.lowlevel.checkpoint()
             return list(fetches)
 
-    class AsyncWork(SessionRunHook):  # 50 µs of work a call: timing is a small share of it
-        overlapping_steps = True
-
-        async def before_run(self, run_context: SessionRunContext) -> None:
-            clock.jump(5e-5)
-
-        async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-            clock.jump(5e-5)
-
     options = StatisticsOptions(clock=clock)
-    hooks = [AsyncWork() for _ in range(10)]
+    hooks = [AsyncWork(clock) for _ in range(10)]
     async with MonitoredSession(Timed, hooks, max_in_flight=8, statistics=options) as sess:
         with anyio.fail_after(10):
             assert len([r async for r in sess.iterate("y", [None] * 400)]) == 400
@@ -390,17 +396,8 @@ async def test_a_timed_step_is_read_as_shared_by_the_steps_in_flight_over_its_li
             await gate.wait()
             return list(fetches)
 
-    class AsyncWork(SessionRunHook):  # 50 µs of work a call: timing is a small share of it
-        overlapping_steps = True
-
-        async def before_run(self, run_context: SessionRunContext) -> None:
-            clock.jump(5e-5)
-
-        async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-            clock.jump(5e-5)
-
     options = StatisticsOptions(clock=clock)
-    hooks = [AsyncWork() for _ in range(10)]
+    hooks = [AsyncWork(clock) for _ in range(10)]
     async with MonitoredSession(Burst, hooks, max_in_flight=8, statistics=options) as sess:
         with anyio.fail_after(10):
             assert len([r async for r in sess.iterate("y", [None] * 400)]) == 400
