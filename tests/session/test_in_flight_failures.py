@@ -453,3 +453,78 @@ async def test_a_step_cancelled_or_failed_passes_its_turn_on(how: str) -> None:
         assert isinstance(results[1], OutOfRangeError)
     else:
         assert scopes[lost].cancelled_caught
+
+
+class _WaitsOnce(SessionRunHook):
+    """An async hook whose ``before_run`` (``after_run`` with ``phase="after_run"``) waits
+    on its first call, long enough for the hook after it to fail meanwhile."""
+
+    overlapping_steps = True
+
+    def __init__(self, phase: str) -> None:
+        self.phase = phase
+        self.calls = 0
+        self.cancelled = 0
+
+    async def _maybe_wait(self) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            try:
+                await anyio.sleep(5)
+            except anyio.get_cancelled_exc_class():
+                self.cancelled += 1
+                raise
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        if self.phase == "before_run":
+            await self._maybe_wait()
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if self.phase == "after_run":
+            await self._maybe_wait()
+
+
+class _FailsOnce(SessionRunHook):
+    """An async hook that raises a recoverable error on its first call of ``phase``."""
+
+    overlapping_steps = True
+
+    def __init__(self, phase: str) -> None:
+        self.phase = phase
+        self.failed = False
+
+    async def _maybe_fail(self) -> None:
+        if not self.failed:
+            self.failed = True
+            await anyio.lowlevel.checkpoint()
+            raise AbortedError(f"{self.phase} lost its worker")
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        if self.phase == "before_run":
+            await self._maybe_fail()
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if self.phase == "after_run":
+            await self._maybe_fail()
+
+
+@pytest.mark.parametrize("phase", ["before_run", "after_run"])
+@pytest.mark.parametrize("mode", ["iterate", "run"])
+async def test_a_hook_failing_beside_a_waiting_one_is_recovered_from(phase: str, mode: str) -> None:
+    """A hook fails while an earlier one of the same phase waits: the waiting one is
+    cancelled, the lane is re-created and the step re-runs to its end (the phase ran under
+    the step's cancel scope, which that failure cancelled; the recovery runs under a new one)."""
+    gates = Gates()
+    gates.open_all = True
+    creator = GatedCreator(gates)
+    waits, fails = _WaitsOnce(phase), _FailsOnce(phase)
+    async with MonitoredSession(creator, [waits, fails], retry=NO_WAIT, max_in_flight=2) as sess:
+        with anyio.fail_after(10):
+            if mode == "iterate":
+                results = [r async for r in sess.iterate("y", feeds(4))]
+            else:
+                results = [await sess.run("y", feed) for feed in feeds(4)]
+    assert results == [0, 1, 2, 3]
+    assert waits.cancelled == 1 and fails.failed
+    assert len(creator.sessions) == 3  # two lanes, one re-created
+    assert sess.statistics().steps >= 4

@@ -91,6 +91,17 @@ class Step:
         self.on_ran: Callable[[Any], None] | None = None
 
 
+class _Rescope(Exception):
+    """Raised out of a step's cancel scope that a failing hook cancelled to stop the rest
+    of its phase (the phases run under the step's scope): the step recovers from
+    ``error`` under a new one."""
+
+    def __init__(self, error: Exception, budget: RetryBudget | None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.budget = budget
+
+
 class InFlight:
     """The steps-in-flight engine of one monitored session (see the module docstring)."""
 
@@ -285,8 +296,9 @@ class InFlight:
         before = stats.before if step.sampled else s._before
         trace = metadata.timings if merged.trace or s._time_before_run else None
         requests = None
-        if before.calls:
-            requests = await s._dispatcher.run(before, [(ctx,)] * len(before.calls), trace)
+        if before.calls:  # under the step's scope, which a failing hook may cancel (``_Rescope``)
+            started = s._dispatcher.start(before, [(ctx,)] * len(before.calls), step.scope, trace)
+            requests = started if type(started) is list else await started
         if requests is not None and requests.count(None) != len(requests):
             step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(fetches, feed_dict, merged, requests)
         else:
@@ -323,7 +335,9 @@ class InFlight:
             if after.calls:
                 nothing = _new_tuple(SessionRunValues, (None, merged, metadata, step.counted))
                 args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
-                await s._dispatcher.run(after, args, metadata.timings if merged.trace else None)
+                started = s._dispatcher.start(after, args, step.scope, metadata.timings if merged.trace else None)
+                if type(started) is not list:
+                    await started
         if step.sampled:
             stats.end_sample(step.number, step.started, run_seconds, True, self._sharing(step), step.sampled)
         return results
@@ -363,6 +377,8 @@ class InFlight:
                 if not self.recovers_from(step, failed):
                     self.fail_others(step, failed)
                     raise failed
+                if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
+                    raise _Rescope(failed, budget)  # nothing more can wait under that scope
                 budget = budget or s._retry.budget()
                 if not await self.sessions.recover(step.lane, failed, budget):
                     self.fail_others(step, failed)
@@ -386,16 +402,22 @@ class InFlight:
         a stop kept it from being admitted, else ``(True, results)``. Ends the step.
         ``admitted``: its admission already ran (``failed``: with that error)."""
         try:
-            with step.scope:
-                if not admitted:
-                    budget = await self.ready(step, None)
-                    try:
-                        if not await self.admit(step):
-                            return False, None
-                    except Exception as exc:
-                        failed = exc
-                return True, await self.finish(step, budget, failed)
-            raise self.cancelled_error(step)  # cancelled by another step's failure
+            while True:
+                try:
+                    with step.scope:
+                        if not admitted:
+                            budget = await self.ready(step, None)
+                            admitted = True
+                            try:
+                                if not await self.admit(step):
+                                    return False, None
+                            except Exception as exc:
+                                failed = exc
+                        return True, await self.finish(step, budget, failed)
+                    raise self.cancelled_error(step)  # cancelled by another step's failure
+                except _Rescope as again:  # recover, and go on, under a new scope
+                    failed, budget = again.error, again.budget
+                    step.scope = self.s._dispatcher.new_scope()
         except Exception as exc:
             if step.cause is None and not isinstance(exc, CLEAN_STOP_TYPES):
                 self.fail_others(step, exc)

@@ -67,10 +67,12 @@ class _LaneOwner:
         engine = self.engine
         sub = Step(self.step.lane, (fetches, feed_dict, options, run_metadata))
         try:
-            if not await engine.admit(sub):
-                engine.check_open("run_with_hooks()")
-                raise RunAfterStopError("run_with_hooks() called after the session stopped")
-            return await engine.attempt(sub, None, admitted=True)
+            with sub.scope:  # its phases run under it
+                if not await engine.admit(sub):
+                    engine.check_open("run_with_hooks()")
+                    raise RunAfterStopError("run_with_hooks() called after the session stopped")
+                return await engine.attempt(sub, None, admitted=True)
+            raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
         finally:
             if sub.number:
                 engine.turn.done(sub.number)
