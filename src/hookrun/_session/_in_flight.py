@@ -29,7 +29,10 @@ with its number (``before_run`` again); a clean-stop error stops admission and g
 step up; any other error cancels every other step in flight (they raise a ``RuntimeError``
 saying which step failed) and propagates; a step cancelled so starts no hook phase and no
 raw run, and fails no other step. Every step, however it ends, gives its lane back and its
-number up, so nothing waits for it, and marks its run context ended.
+number up, so nothing waits for it, and marks its run context ended. A step's hook
+phases run under its cancel scope (one a step rather than one a phase); a hook that
+fails beside a waiting one cancels that scope to stop the rest of its phase, so the
+step's recovery goes on under a new one (``_Rescope``).
 """
 
 from __future__ import annotations
