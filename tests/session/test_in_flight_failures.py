@@ -528,3 +528,110 @@ async def test_a_hook_failing_beside_a_waiting_one_is_recovered_from(phase: str,
     assert waits.cancelled == 1 and fails.failed
     assert len(creator.sessions) == 3  # two lanes, one re-created
     assert sess.statistics().steps >= 4
+
+
+@pytest.mark.parametrize("error", ["not recoverable", "retries used up"])
+async def test_run_step_fn_error_it_does_not_recover_from_propagates_and_cancels_the_others(error: str) -> None:
+    """A step function's error that is not recovered from (not recoverable, or the retry
+    budget is spent) propagates from ``run_step_fn`` and cancels the step in flight beside it."""
+    gates = Gates()  # the other step's run waits at its gate until cancelled
+    creator = GatedCreator(gates)
+    retry = RetryPolicy(initial_delay=0, jitter=False, max_attempts=1) if error == "retries used up" else NO_WAIT
+    raised: BaseException = ValueError("bad batch") if error == "not recoverable" else AbortedError("lost again")
+    calls = 0
+    async with MonitoredSession(creator, retry=retry, max_in_flight=2) as sess:
+
+        async def step_fn(ctx: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            while 0 not in gates.started:  # the other step's raw run has started
+                await anyio.lowlevel.checkpoint()
+            raise raised
+
+        other: list[BaseException] = []
+
+        async def other_step() -> None:
+            try:
+                await sess.run("y", {"i": 0})
+            except Exception as exc:
+                other.append(exc)
+
+        got: list[BaseException] = []
+
+        async def step_fn_step() -> None:
+            try:
+                await sess.run_step_fn(step_fn)
+            except Exception as exc:
+                got.append(exc)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(other_step)
+                tg.start_soon(step_fn_step)
+    assert got == [raised]
+    assert calls == 1
+    assert len(other) == 1 and isinstance(other[0], RuntimeError) and other[0].__cause__ is raised
+    assert gates.finished == []
+
+
+async def test_run_step_fn_cancelled_by_another_steps_fatal_error_says_so() -> None:
+    """Another step in flight fails with a non-recoverable error while a step function
+    waits: the function is cancelled and ``run_step_fn`` raises a ``RuntimeError`` caused
+    by that error."""
+    gates = Gates()
+    gates.open_all = True
+    boom = ValueError("boom")
+    creator = GatedCreator(gates, errors={0: {0: boom}, 1: {0: boom}})
+    cancelled = []
+    got: list[BaseException] = []
+    async with MonitoredSession(creator, retry=NO_WAIT, max_in_flight=2) as sess:
+
+        holding = anyio.Event()
+
+        async def step_fn(ctx: Any) -> Any:
+            holding.set()  # it holds its lane
+            try:
+                await anyio.sleep(5)
+            except anyio.get_cancelled_exc_class():
+                cancelled.append(True)
+                raise
+
+        async def step_fn_step() -> None:
+            try:
+                await sess.run_step_fn(step_fn)
+            except Exception as exc:
+                got.append(exc)
+
+        async def failing_step() -> None:
+            await holding.wait()
+            try:
+                await sess.run("y", {"i": 0})
+            except Exception as exc:
+                got.append(exc)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(step_fn_step)
+                tg.start_soon(failing_step)
+    assert cancelled == [True]
+    assert boom in got
+    [cancellation] = [exc for exc in got if exc is not boom]
+    assert isinstance(cancellation, RuntimeError) and cancellation.__cause__ is boom
+    assert "another step in flight failed" in str(cancellation)
+
+
+async def test_run_with_hooks_after_a_stop_request_with_lanes_is_refused() -> None:
+    """Inside ``run_step_fn`` with lanes, ``run_with_hooks`` after ``request_stop`` is refused, saying why."""
+    from hookrun import RunAfterStopError
+
+    gates = Gates()
+    gates.open_all = True
+    async with MonitoredSession(GatedCreator(gates), retry=NO_WAIT, max_in_flight=2) as sess:
+
+        async def step_fn(ctx: Any) -> Any:
+            ctx.request_stop()
+            return await ctx.run_with_hooks("y", {"i": 1})
+
+        with anyio.fail_after(10), pytest.raises(RunAfterStopError, match="requested stop"):
+            await sess.run_step_fn(step_fn)
+    assert gates.started == []
