@@ -1,7 +1,7 @@
 """Saving runs killed with SIGKILL at random points, many times: a valid latest checkpoint
 always exists, each restart resumes exactly from it, and no output before it is lost.
 
-12 kills per backend by default (the README's test command), 60 with
+8 kills per backend by default (the README's test command), 60 with
 ``HYPOTHESIS_PROFILE=deep`` (the deeper pass CI adds), 300 with ``HYPOTHESIS_PROFILE=long``;
 ``HOOKRUN_KILLS=N`` sets the number directly.
 """
@@ -27,7 +27,7 @@ from .checkpoint_worker import output
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
-KILLS = int(os.environ.get("HOOKRUN_KILLS", {"long": 300, "deep": 60}.get(os.environ.get("HYPOTHESIS_PROFILE", ""), 12)))
+KILLS = int(os.environ.get("HOOKRUN_KILLS", {"long": 300, "deep": 60}.get(os.environ.get("HYPOTHESIS_PROFILE", ""), 8)))
 #: The killed runs never write coverage data: they are not measured (a measured start costs
 #: more than a kill's whole run).
 WORKER_ENV = {key: value for key, value in os.environ.items() if not key.startswith("COVERAGE_")}
