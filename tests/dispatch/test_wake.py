@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from hookrun._dispatch._wake import waker_factory
+from hookrun._dispatch._wake import Wakers, waker_factory
 
 pytestmark = pytest.mark.anyio
 
@@ -15,6 +15,17 @@ async def test_the_backends_own_primitive_is_used() -> None:
     new_waker = waker_factory()
     assert new_waker is not anyio.Event
     assert "Waker" in new_waker.__name__
+
+
+async def test_wakers_made_before_the_loop_give_the_running_backends_wake_ups() -> None:
+    """``Wakers`` looks the backend up at its first call, inside the loop, and keeps it."""
+    wakers = Wakers()  # as an object made outside the loop holds it
+    first, second = wakers(), wakers()
+    assert type(first) is type(second)  # one lookup
+    assert type(first).__name__ == waker_factory().__name__  # the backend's own, not anyio.Event
+    assert "Waker" in type(first).__name__
+    first.set()
+    await first.wait()  # set first: through at once
 
 
 async def test_set_wakes_the_waiting_task() -> None:

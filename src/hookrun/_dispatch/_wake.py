@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import anyio
 
-__all__ = ["Waker", "scope_factory", "waker_factory"]
+__all__ = ["Waker", "Wakers", "scope_factory", "waker_factory"]
 
 
 class Waker(Protocol):
@@ -50,6 +50,22 @@ def waker_factory() -> Callable[[], Waker]:
     if backend.endswith("._trio"):
         return _trio_waker()
     return anyio.Event
+
+
+class Wakers:
+    """Makes :class:`Waker` s of the running event loop; the backend is looked up at the
+    first call, so an object that needs wake-ups can be made before its loop runs."""
+
+    __slots__ = ("_new",)
+
+    def __init__(self) -> None:
+        self._new: Callable[[], Waker] | None = None
+
+    def __call__(self) -> Waker:
+        new = self._new
+        if new is None:
+            new = self._new = waker_factory()
+        return new()
 
 
 def scope_factory() -> Callable[[], anyio.CancelScope]:

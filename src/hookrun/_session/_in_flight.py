@@ -45,6 +45,7 @@ import anyio
 
 from .._dispatch import _nest
 from .._dispatch._merge import DEFAULT_OPTIONS, check_options
+from .._dispatch._wake import Wakers
 from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
 from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
@@ -112,8 +113,10 @@ class InFlight:
         self.s = session
         self.n = n
         self.lanes = [Lane(i) for i in range(n)]
-        self.pool = LanePool(self.lanes, session._stats.now)
-        self.turn = Turnstile()
+        #: The wake-ups of every wait of the lanes, the turnstile, the iterators and their runners.
+        self.wakers = Wakers()
+        self.pool = LanePool(self.lanes, session._stats.now, self.wakers)
+        self.turn = Turnstile(self.wakers)
         session._stats.spread(n)
         self.sessions = LaneSessions(session, creator, self.lanes, self.phase)
         self.steps: set[Step] = set()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.lowlevel
 
-from .._dispatch._wake import Waker, waker_factory
+from .._dispatch._wake import Waker
 from .._errors import CLEAN_STOP_TYPES
 from ._iterate import StepIterator
 from ._runners import StepRunners
@@ -60,7 +60,7 @@ class _Slot:
 class InFlightIterator(StepIterator):
     """The async iterator ``iterate`` returns on a session with steps in flight."""
 
-    __slots__ = ("_engine", "_exhausted", "_new_waker", "_ordered", "_pending", "_runners", "_wake")
+    __slots__ = ("_engine", "_exhausted", "_ordered", "_pending", "_runners", "_wake")
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
         super().__init__(engine.s, fetches, feeds, engine.s._set_hook_stop)
@@ -69,8 +69,7 @@ class InFlightIterator(StepIterator):
         self._pending: deque[_Slot] = deque()
         self._exhausted = False  # no more steps are admitted
         self._wake: Waker | None = None  # set when a step's results are known or it ended
-        self._new_waker: Callable[[], Waker] | None = None  # the backend's (made in the event loop)
-        self._runners = StepRunners(engine.s._task_group)
+        self._runners = StepRunners(engine.s._task_group, engine.wakers)
 
     async def __anext__(self) -> Any:
         if self._busy:
@@ -209,9 +208,7 @@ class InFlightIterator(StepIterator):
     async def _sleep(self) -> None:
         """Wait for the next ``_wakeup``."""
         if self._wake is None:
-            if self._new_waker is None:
-                self._new_waker = waker_factory()
-            self._wake = self._new_waker()
+            self._wake = self._engine.wakers()
         await self._wake.wait()
 
     async def _abandon(self, why: BaseException) -> None:

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._dispatch._wake import Waker, waker_factory
+from .._dispatch._wake import Waker, Wakers
 
 if TYPE_CHECKING:
     from .._coordinator._tasks import Coordinator
@@ -51,9 +51,9 @@ class LanePool:
     It also integrates the number of lanes in use over time, for the statistics.
     """
 
-    __slots__ = ("_area", "_clock", "_free", "_new_waker", "_since", "_started", "_waiters", "busy", "lanes")
+    __slots__ = ("_area", "_clock", "_free", "_since", "_started", "_waiters", "_wakers", "busy", "lanes")
 
-    def __init__(self, lanes: list[Lane], clock: Callable[[], float]) -> None:
+    def __init__(self, lanes: list[Lane], clock: Callable[[], float], wakers: Wakers) -> None:
         self.lanes = lanes
         self._free: deque[Lane] = deque(lanes)
         self._waiters: deque[_Waiter] = deque()
@@ -62,7 +62,7 @@ class LanePool:
         self._started: float | None = None  # when the first lane was taken
         self._since = 0.0
         self._area = 0.0  # lanes in use, integrated over time
-        self._new_waker: Callable[[], Waker] | None = None  # the backend's (made in the event loop)
+        self._wakers = wakers
 
     def _account(self, change: int) -> None:
         now = self._clock()
@@ -94,9 +94,7 @@ class LanePool:
         if self._free and not self._waiters:
             self._account(1)
             return self._free.popleft()
-        if self._new_waker is None:
-            self._new_waker = waker_factory()
-        waiter = _Waiter(self._new_waker())
+        waiter = _Waiter(self._wakers())
         self._waiters.append(waiter)
         try:
             await waiter.event.wait()
@@ -126,13 +124,13 @@ class Turnstile:
     """Lets step numbers through one at a time, in increasing order; a number waiting for
     its turn has a wake-up of its own, set only when its turn comes."""
 
-    __slots__ = ("_given_up", "_new_waker", "_waiting", "next")
+    __slots__ = ("_given_up", "_waiting", "_wakers", "next")
 
-    def __init__(self) -> None:
+    def __init__(self, wakers: Wakers) -> None:
         self.next = 1  # the number whose turn it is
         self._given_up: set[int] = set()
         self._waiting: dict[int, Waker] = {}  # the numbers waiting for their turn
-        self._new_waker: Callable[[], Waker] | None = None  # the backend's (made in the event loop)
+        self._wakers = wakers
 
     def restart(self, number: int) -> None:
         """Nothing is in flight: the next step admitted is ``number``."""
@@ -146,9 +144,7 @@ class Turnstile:
         """Wait until it is ``number``'s turn."""
         waiting = self._waiting
         while self.next != number:
-            if self._new_waker is None:
-                self._new_waker = waker_factory()
-            event = waiting[number] = self._new_waker()  # one wait, one wake-up
+            event = waiting[number] = self._wakers()  # one wait, one wake-up
             try:
                 await event.wait()
             finally:

@@ -29,7 +29,7 @@ from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
 from .._dispatch._start import Suspended, drive
-from .._dispatch._wake import Waker, waker_factory
+from .._dispatch._wake import Waker, Wakers
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -43,13 +43,13 @@ _Job = tuple[Coroutine[Any, Any, None], Context]
 class StepRunners:
     """Tasks of the session's task group running submitted jobs in order, parked between jobs."""
 
-    __slots__ = ("_closed", "_idle", "_jobs", "_new_waker", "_task_group")
+    __slots__ = ("_closed", "_idle", "_jobs", "_task_group", "_wakers")
 
-    def __init__(self, task_group: Callable[[], TaskGroup]) -> None:
+    def __init__(self, task_group: Callable[[], TaskGroup], wakers: Wakers) -> None:
         self._task_group = task_group
         self._jobs: deque[_Job] = deque()
         self._idle: list[Waker] = []  # the wake-up of each parked runner
-        self._new_waker: Callable[[], Waker] | None = None
+        self._wakers = wakers
         self._closed = False
 
     def close(self) -> None:
@@ -78,15 +78,13 @@ class StepRunners:
 
     async def _serve(self) -> None:
         """A runner's life: take the queued jobs one after another, park, repeat."""
-        if self._new_waker is None:
-            self._new_waker = waker_factory()
         jobs = self._jobs
         while True:
             while jobs:
                 await _run(*jobs.popleft())
             if self._closed:
                 return
-            wake = self._new_waker()
+            wake = self._wakers()
             self._idle.append(wake)
             try:
                 await wake.wait()
