@@ -3,6 +3,7 @@ cancellation, a close from another task, a lane lost under a restoring creator."
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -530,6 +531,14 @@ async def test_a_hook_failing_beside_a_waiting_one_is_recovered_from(phase: str,
     assert sess.statistics().steps >= 4
 
 
+async def _error_into(errors: list[BaseException], call: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    """Await ``call(*args)`` in a task of its own, keeping the error it raises in ``errors``."""
+    try:
+        await call(*args)
+    except Exception as exc:
+        errors.append(exc)
+
+
 @pytest.mark.parametrize("error", ["not recoverable", "retries used up"])
 async def test_run_step_fn_error_it_does_not_recover_from_propagates_and_cancels_the_others(error: str) -> None:
     """A step function's error that is not recovered from (not recoverable, or the retry
@@ -551,23 +560,13 @@ async def test_run_step_fn_error_it_does_not_recover_from_propagates_and_cancels
         other: list[BaseException] = []
 
         async def other_step() -> None:
-            try:
-                await sess.run("y", {"i": 0})
-            except Exception as exc:
-                other.append(exc)
+            await _error_into(other, sess.run, "y", {"i": 0})
 
         got: list[BaseException] = []
-
-        async def step_fn_step() -> None:
-            try:
-                await sess.run_step_fn(step_fn)
-            except Exception as exc:
-                got.append(exc)
-
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(other_step)
-                tg.start_soon(step_fn_step)
+                tg.start_soon(_error_into, got, sess.run_step_fn, step_fn)
     assert got == [raised]
     assert calls == 1
     assert len(other) == 1 and isinstance(other[0], RuntimeError) and other[0].__cause__ is raised
@@ -596,22 +595,13 @@ async def test_run_step_fn_cancelled_by_another_steps_fatal_error_says_so() -> N
                 cancelled.append(True)
                 raise
 
-        async def step_fn_step() -> None:
-            try:
-                await sess.run_step_fn(step_fn)
-            except Exception as exc:
-                got.append(exc)
-
         async def failing_step() -> None:
             await holding.wait()
-            try:
-                await sess.run("y", {"i": 0})
-            except Exception as exc:
-                got.append(exc)
+            await _error_into(got, sess.run, "y", {"i": 0})
 
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(step_fn_step)
+                tg.start_soon(_error_into, got, sess.run_step_fn, step_fn)
                 tg.start_soon(failing_step)
     assert cancelled == [True]
     assert boom in got
