@@ -113,8 +113,7 @@ class InFlight:
         self.s = session
         self.n = n
         self.lanes = [Lane(i) for i in range(n)]
-        #: The wake-ups of every wait of the lanes, the turnstile, the iterators and their runners.
-        self.wakers = Wakers()
+        self.wakers = Wakers()  # for the lanes, the turnstile, the iterators and their runners
         self.pool = LanePool(self.lanes, session._stats.now, self.wakers)
         self.turn = Turnstile(self.wakers)
         session._stats.spread(n)
