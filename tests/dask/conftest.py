@@ -4,7 +4,10 @@ The cluster is package-scoped: started once and closed when the last Dask test h
 run, so it never runs alongside the rest of the suite.
 
 Every test here is marked ``engine``. Tests that kill a worker wait for the nanny to
-bring it back (``restore_workers``). At the end the cluster is closed and the fixture
+bring it back (``restore_workers``). A worker the nanny is slow to restart on a loaded
+machine is not given up on: the cluster waits far longer than Dask's 15 s before it
+closes a lost worker's nanny, and if it closed one anyway, ``restore_workers`` starts
+the missing worker again. At the end the cluster is closed and the fixture
 checks that none of its worker processes is left. Start-up waits (the cluster's
 connections, the workers' arrival) are scaled to the machine's load; if Dask cannot
 start, the first test that needs it fails with Dask's reason and the others are skipped.
@@ -49,13 +52,22 @@ def _worker_processes() -> list[psutil.Process]:
     return found
 
 
+def _config(bound: float) -> dict[str, str]:
+    return {
+        "distributed.comm.timeouts.connect": f"{bound:.0f}s",
+        # Dask closes the nanny of a worker that has not come back within this time,
+        # which a restart on a loaded 2-core machine can exceed at the default 15 s.
+        "distributed.deploy.lost-worker-timeout": f"{3 * bound:.0f}s",
+    }
+
+
 @pytest.fixture(scope="package")
 def _dask_started() -> Iterator[distributed.LocalCluster | EngineDown]:
     bound = scaled(60.0)
     made: list[distributed.LocalCluster] = []
 
     def start() -> distributed.LocalCluster:
-        with dask.config.set({"distributed.comm.timeouts.connect": f"{bound:.0f}s"}):
+        with dask.config.set(_config(bound)):
             cluster = distributed.LocalCluster(
                 n_workers=N_WORKERS,
                 threads_per_worker=1,
@@ -78,7 +90,9 @@ def _dask_started() -> Iterator[distributed.LocalCluster | EngineDown]:
         yield started
         return
     try:
-        yield started
+        # The cluster reads the lost-worker timeout each time a worker is removed.
+        with dask.config.set(_config(bound)):
+            yield started
     finally:
         started.close()
     _, alive = psutil.wait_procs(_worker_processes(), timeout=scaled(30.0))
@@ -112,7 +126,16 @@ def dask_client(_dask_client_started: distributed.Client | EngineDown) -> distri
 
 
 @pytest.fixture
-def restore_workers(dask_client: distributed.Client) -> Iterator[None]:
-    """After a test that kills a worker: wait until the nanny has restarted it."""
+def restore_workers(
+    dask_cluster: distributed.LocalCluster, dask_client: distributed.Client
+) -> Iterator[None]:
+    """After a test that kills a worker: wait until the nanny has restarted it.
+
+    If the worker has not come back (its nanny closed), the cluster starts it again.
+    """
     yield
-    dask_client.wait_for_workers(N_WORKERS, timeout=scaled(60.0))
+    try:
+        dask_client.wait_for_workers(N_WORKERS, timeout=scaled(60.0))
+    except distributed.exceptions.WorkerStartTimeoutError:
+        dask_cluster.scale(N_WORKERS)
+        dask_client.wait_for_workers(N_WORKERS, timeout=scaled(60.0))
