@@ -27,12 +27,11 @@ again, as with one lane.
 Failures: a recoverable error re-creates the step's lane alone and re-runs the step there
 with its number (``before_run`` again); a clean-stop error stops admission and gives the
 step up; any other error cancels every other step in flight (they raise a ``RuntimeError``
-saying which step failed) and propagates; a step cancelled so starts no hook phase and no
-raw run, and fails no other step. Every step, however it ends, gives its lane back and its
-number up, so nothing waits for it, and marks its run context ended. A step's hook
-phases run under its cancel scope (one a step rather than one a phase); a hook that
-fails beside a waiting one cancels that scope to stop the rest of its phase, so the
-step's recovery goes on under a new one (``_Rescope``).
+saying which step failed, and start no hook phase and no raw run) and propagates. Every
+step, however it ends, gives its lane back and its number up, and marks its run context
+ended. Its hook phases run under its cancel scope (one a step, not one a phase): a hook
+failing beside a waiting one cancels it to stop the phase, so the step recovers under a
+new one (``_Rescope``).
 """
 
 from __future__ import annotations
@@ -70,7 +69,7 @@ class Step:
 
     __slots__ = (
         "args", "cause", "counted", "ctx", "feeds", "keys", "lane", "merged", "metadata", "number",
-        "occupied", "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
+        "occupied", "on_admitted", "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
     )
 
     def __init__(self, lane: Lane, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None = None) -> None:
@@ -91,8 +90,10 @@ class Step:
         self.feeds: Any = None
         self.merged: RunOptions = DEFAULT_OPTIONS
         self.metadata: RunMetadata | None = None
-        #: Told the caller's results as soon as the raw run returned (``iterate(ordered=False)``).
+        #: Told the results as soon as the raw run returned (``iterate(ordered=False)``), and
+        #: when ``run_step``'s admission is over (True: whole), for ``iterate``'s next one.
         self.on_ran: Callable[[Any], None] | None = None
+        self.on_admitted: Callable[[bool], None] | None = None
 
 
 class _Rescope(Exception):
@@ -127,8 +128,7 @@ class InFlight:
 
     def phase(self) -> anyio.Lock:
         """The phase lock: one hook phase at a time (made on first use, in the event loop).
-        Taking it when it is free does not let other tasks run first (``fast_acquire``; a
-        cancelled caller still raises at once); waiters are served in arrival order."""
+        Taken at once when free (``fast_acquire``); waiters are served in arrival order."""
         if self._lock is None:
             self._lock = anyio.Lock(fast_acquire=True)
         return self._lock
@@ -166,8 +166,7 @@ class InFlight:
 
     async def take_lane(self, args: tuple[Any, Any, Any, Any]) -> Step:
         """A step holding a free lane (waits for one); the session is busy until it ends."""
-        lane = await self.pool.acquire()
-        step = Step(lane, args, self.s._dispatcher.new_scope())  # the backend's own scope class
+        step = Step(await self.pool.acquire(), args, self.s._dispatcher.new_scope())  # the backend's own scope class
         self.steps.add(step)
         self.s._busy = True
         return step
@@ -261,8 +260,7 @@ class InFlight:
             self._held = self._resume = None
 
     def check_cause(self, step: Step) -> None:
-        """Before a hook phase or raw run of ``step``: none starts once another step's
-        failure cancelled it (its cancellation may not have been delivered yet)."""
+        """None of ``step``'s phases or runs starts once another step's failure cancelled it."""
         if step.cause is not None:
             raise self.cancelled_error(step)
 
@@ -348,16 +346,14 @@ class InFlight:
         return results
 
     def _sharing(self, step: Step) -> int:
-        """How many steps shared a timed step's time: the mean in flight over its life (the
-        number in flight at its end says little when runs end in bursts)."""
+        """How many steps shared a timed step's time: the mean in flight over its life."""
         elapsed: float = self.s._stats.now() - step.started
         if elapsed <= 0:
             return max(1, self.pool.busy)
         return max(1, round((self.pool.occupancy() - step.occupied) / elapsed))
 
     async def attempt(self, step: Step, budget: RetryBudget | None, *, admitted: bool) -> Any:
-        """One attempt at the rest of a step (``before_run`` again unless ``admitted`` just ran
-        it); its errors are counted for the statistics."""
+        """One attempt at the rest of a step (``before_run`` again unless ``admitted``)."""
         if not admitted:
             async with self.phase():
                 self.check_cause(step)
@@ -370,9 +366,8 @@ class InFlight:
             raise
 
     async def finish(self, step: Step, budget: RetryBudget | None = None, failed: Exception | None = None) -> Any:
-        """The step after admission (``failed``: the error its admission met), recovering
-        its lane per the retry policy until it succeeds; any other error is raised (a
-        clean-stop one stops admission)."""
+        """The step after admission (``failed``: its admission's error), recovering its lane
+        per the retry policy; any other error is raised (a clean-stop one stops admission)."""
         s = self.s
         while True:
             if failed is not None:
@@ -400,24 +395,29 @@ class InFlight:
             return False
         return s._recovers and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
 
-    async def run_step(
-        self, step: Step, *, admitted: bool = False, budget: RetryBudget | None = None, failed: Exception | None = None
-    ) -> tuple[bool, Any]:
+    async def run_step(self, step: Step) -> tuple[bool, Any]:
         """A whole step on the lane it holds, under its cancel scope: ``(False, None)`` when
-        a stop kept it from being admitted, else ``(True, results)``. Ends the step.
-        ``admitted``: its admission already ran (``failed``: with that error)."""
+        a stop kept it from being admitted, else ``(True, results)``. Ends the step."""
+        budget: RetryBudget | None = None
+        failed: Exception | None = None
+        admitted = False
         try:
             while True:
                 try:
                     with step.scope:
                         if not admitted:
-                            budget = await self.ready(step, None)
-                            admitted = True
+                            admitted, whole = True, False
                             try:
-                                if not await self.admit(step):
-                                    return False, None
-                            except Exception as exc:
-                                failed = exc
+                                budget = await self.ready(step, None)
+                                try:
+                                    whole = await self.admit(step)
+                                except Exception as exc:
+                                    failed = exc
+                            finally:
+                                if step.on_admitted is not None:
+                                    step.on_admitted(whole)
+                            if not (whole or failed):
+                                return False, None
                         return True, await self.finish(step, budget, failed)
                     raise self.cancelled_error(step)  # cancelled by another step's failure
                 except _Rescope as again:  # recover, and go on, under a new scope

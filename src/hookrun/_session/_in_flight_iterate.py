@@ -1,30 +1,44 @@
 """``MonitoredSession.iterate`` with steps in flight: ``InFlightIterator`` keeps up to N
 steps running and yields their results in feed order (``ordered=False``: as they end).
 
-The iterating task admits each step itself (a lane, its number, its ``before_run``, under
-the step's cancel scope, so another step's fatal error cuts it short), so numbers follow
-the feeds; the rest of the step (the raw run, ``after_run``) runs in a task of the
-session's task group (a parked runner, ``_runners.py``): the raw runs start in step
-order, each before the next step is admitted. A step that a stop kept from being
-admitted, or that met a clean-stop error, yields nothing; once a stop is requested no
-step is admitted, the steps
-in flight are drained and iteration ends. Any other error cancels the steps in flight and
-is raised (the error of the step that failed first, not the cancellations it caused);
-with ``ordered=False`` a step's results are yielded as soon as its raw run returns, which
-may be before its ``after_run`` (still called in step order; an error it raises comes
-from a later ``__anext__``);
-cancelling the iterating task, or ``aclose()``, cancels them and waits for them (shielded,
-bounded by the grace period), so no task of the iterator is left running once it ended.
+Steps run in runner tasks of the session's task group (``_runners.py``), which admit
+them too, one admission at a time: the next feed, a free lane, the step's number and its
+``before_run`` phase, so numbers follow the feeds. The runner that admitted a step runs
+the rest of it (the raw run, ``after_run``) under the same cancel scope, right after the
+admission; so each raw run starts before the next step is admitted, and a fatal error in
+an admission cancels the steps before it before any later raw run starts. A runner whose
+step ended admits the next one itself when no admission is under way, so in a steady
+stream no task hands a step to another; the iterating task starts an admission only when
+none is under way and there is room (at the first ``__anext__``, or once its results made
+room). An admission that ends whole starts the next while lanes are free.
+
+Admission goes on while the caller's loop body runs: up to N steps in flight and at most
+``2 N`` admitted and not yet yielded. Each step runs in a fresh copy of the iterating
+task's context as of its latest ``__anext__``. A wait for a feed (async feeds) or for a
+lane held by another caller of the session is under a cancel scope the iterator cancels
+when it ends, so no admission outlives it.
+
+A step that a stop kept from being admitted, or that met a clean-stop error, yields
+nothing; once a stop is requested no step is admitted, the steps in flight are drained
+and iteration ends. An error taking a feed is raised in that feed's place, after the
+results before it. Any other error cancels the steps in flight and is raised (the error
+of the step that failed first, not the cancellations it caused); with ``ordered=False`` a
+step's results are yielded as soon as its raw run returns, which may be before its
+``after_run`` (still called in step order; an error it raises comes from a later
+``__anext__``); cancelling the iterating task, or ``aclose()``, cancels them and waits for
+them (shielded, bounded by the grace period), so no task of the iterator is left running
+once it ended.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Callable
+from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.lowlevel
 
 from .._dispatch._wake import Waker
 from .._errors import CLEAN_STOP_TYPES
@@ -33,7 +47,6 @@ from ._runners import StepRunners
 
 if TYPE_CHECKING:
     from ._in_flight import InFlight, Step
-    from ._retry import RetryBudget
 
 __all__ = ["InFlightIterator"]
 
@@ -41,8 +54,8 @@ __all__ = ["InFlightIterator"]
 class _Slot:
     __slots__ = ("admitted", "delivered", "done", "error", "ran", "results", "step", "wake")
 
-    def __init__(self, step: Step, wake: Callable[[], None]) -> None:
-        self.step = step
+    def __init__(self, step: Step | None, wake: Callable[[], None]) -> None:
+        self.step = step  # None: a feed that could not be taken (``error`` says why)
         self.wake = wake
         self.done = False  # the step is over (its after_run returned, or it failed)
         self.ran = False  # its raw run returned: its results are known
@@ -60,15 +73,23 @@ class _Slot:
 class InFlightIterator(StepIterator):
     """The async iterator ``iterate`` returns on a session with steps in flight."""
 
-    __slots__ = ("_engine", "_exhausted", "_ordered", "_pending", "_runners", "_wake")
+    __slots__ = (
+        "_admitting", "_context", "_engine", "_exhausted", "_ordered", "_pending", "_runners", "_sync", "_waiting",
+        "_wake", "_window",
+    )
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
         super().__init__(engine.s, fetches, feeds, engine.s._set_hook_stop)
         self._engine = engine
         self._ordered = ordered
-        self._pending: deque[_Slot] = deque()
+        self._pending: deque[_Slot] = deque()  # admitted and not yielded yet, in admission order
+        self._window = 2 * engine.n  # at most this many pending
         self._exhausted = False  # no more steps are admitted
-        self._wake: Waker | None = None  # set when a step's results are known or it ended
+        self._admitting = False  # an admission is under way (one at a time)
+        self._sync = not hasattr(feeds, "__aiter__")  # feeds taken without a wait
+        self._waiting: anyio.CancelScope | None = None  # an admission's wait for a feed or a lane
+        self._context: Context = copy_context()  # the iterating task's, at its latest __anext__
+        self._wake: Waker | None = None  # set when a step's results are known, it ended, or an admission did
         self._runners = StepRunners(engine.s._task_group, engine.wakers)
 
     async def __anext__(self) -> Any:
@@ -105,11 +126,13 @@ class InFlightIterator(StepIterator):
         self._pending.clear()
 
     async def _next(self) -> Any:
+        self._context = copy_context()
         while True:
-            await self._fill()
-            if not self._pending:
-                raise StopAsyncIteration
+            if not self._admitting and self._may_admit(waiting=not self._pending):
+                self._start_admission()
             slot = await self._finished()
+            if slot is None:
+                raise StopAsyncIteration
             if not slot.done:  # ordered=False: its results, before its after_run
                 slot.delivered = True
                 self._steps += 1
@@ -124,58 +147,24 @@ class InFlightIterator(StepIterator):
                 self._steps += 1
                 return slot.results
 
-    async def _fill(self) -> None:
-        """Admit steps while a lane is free, up to N in flight."""
-        engine = self._engine
-        while not self._exhausted and len(self._pending) < engine.n and (not self._pending or engine.pool.free()):
-            # The step submitted last starts its raw run first: no raw run starts after a
-            # later step's admission, which may fail fatally (a tenth of the rate of 1 ms
-            # steps at N = 64 on asyncio, the price of that rule).
-            while self._runners.queued():
-                await anyio.lowlevel.checkpoint()
-            if self._exhausted:  # a step failed meanwhile (``_step_task``)
-                return
-            if engine.should_stop():
-                self._exhausted = True
-                return
-            try:
-                feed = await self._next_feed()
-            except StopAsyncIteration:
-                self._exhausted = True
-                return
-            step = await engine.take_lane((self._fetches, feed, None, None))
-            failed: Exception | None = None
-            budget: RetryBudget | None = None
-            admitted = True
-            try:
-                with step.scope:  # another step's fatal error cancels the admission too
-                    try:
-                        budget = await engine.ready(step, None)
-                        admitted = await engine.admit(step)
-                    except Exception as exc:
-                        failed = exc
-            except BaseException:
-                engine.end(step)
-                raise
-            if not admitted:
-                engine.end(step)
-                self._exhausted = True
-                return
-            step.scope = engine.s._dispatcher.new_scope()  # the rest of the step, in its task
-            if step.cause is not None:  # cancelled by another step's failure: it says so, no more admitted
-                failed = failed or engine.cancelled_error(step)
-                self._exhausted = True
-            slot = _Slot(step, self._wakeup)
-            if not self._ordered:
-                step.on_ran = slot.on_ran
-            self._pending.append(slot)
-            self._runners.submit(self._step_task(slot, budget, failed))
+    def _may_admit(self, *, waiting: bool = False) -> bool:
+        """Whether one more step may be admitted now (``waiting``: even if it must wait for
+        a lane, as when nothing is pending)."""
+        return not self._exhausted and len(self._pending) < self._window and (waiting or self._engine.pool.free())
 
-    async def _step_task(self, slot: _Slot, budget: RetryBudget | None, failed: Exception | None) -> None:
+    # -- in the runners ---------------------------------------------------------------------
+
+    async def _admit_and_run(self) -> None:
+        """A runner's job, holding the admission: admit the next step and run it here; then,
+        if no admission is under way, admit the next one in this runner."""
+        slot = await self._admission()
+        if slot is None:
+            return
         try:
-            slot.admitted, slot.results = await self._engine.run_step(
-                slot.step, admitted=True, budget=budget, failed=failed
-            )
+            assert slot.step is not None
+            slot.admitted, slot.results = await self._engine.run_step(slot.step)
+            if not slot.admitted:  # a stop kept it from being admitted
+                self._exhausted = True
         except Exception as exc:
             slot.error = exc
             self._exhausted = True  # a clean stop or an error: either way no step follows it
@@ -185,24 +174,97 @@ class InFlightIterator(StepIterator):
             raise
         finally:
             slot.done = True
-            self._wakeup()
+            if not self._ordered or self._exhausted or self._pending[0] is slot:  # what _finished waits for
+                self._wakeup()
+        if not self._admitting and self._may_admit():
+            self._start_admission(wake=False)
+
+    async def _admission(self) -> _Slot | None:
+        """The next feed and a lane for it, as a pending slot whose step ``run_step`` admits
+        (the admission ends there); ``None``: nothing to admit (the admission ends here)."""
+        engine = self._engine
+        step: Step | None = None
+        try:
+            if not self._exhausted and engine.should_stop():
+                self._exhausted = True
+            if self._exhausted:
+                pass
+            elif self._sync and engine.pool.free():  # neither waits
+                step = await engine.take_lane((self._fetches, await self._next_feed(), None, None))
+            else:
+                try:
+                    with engine.s._dispatcher.new_scope() as self._waiting:
+                        feed = await self._next_feed()
+                        step = await engine.take_lane((self._fetches, feed, None, None))
+                finally:
+                    self._waiting = None
+        except StopAsyncIteration:
+            self._exhausted = True
+        except Exception as exc:  # the feed could not be taken: raised in its place
+            self._exhausted = True
+            slot = _Slot(None, self._wakeup)
+            slot.error, slot.done = exc, True
+            self._pending.append(slot)
+        except BaseException:
+            self._end_admission()
+            raise
+        if step is not None and self._exhausted:  # the iterator ended while it waited
+            engine.end(step)
+            step = None
+        if step is None:
+            self._end_admission()
+            return None
+        slot = _Slot(step, self._wakeup)
+        if not self._ordered:
+            step.on_ran = slot.on_ran
+        step.on_admitted = self._admitted
+        self._pending.append(slot)
+        return slot
+
+    def _start_admission(self, *, wake: bool = True) -> None:
+        """Hand the admission to a runner (``wake=False``: this runner, as its job ends)."""
+        self._admitting = True
+        try:
+            self._runners.submit(self._admit_and_run(), self._context.copy(), wake=wake)
+        except BaseException:
+            self._admitting = False
+            raise
+
+    def _admitted(self, whole: bool) -> None:
+        """``run_step``'s admission is over: after a whole one, the next starts while lanes are free."""
+        self._admitting = False
+        if whole and self._may_admit():
+            # The session's task group closing refuses it: the next ``__anext__`` says so.
+            with contextlib.suppress(RuntimeError):
+                self._start_admission()
+
+    def _end_admission(self) -> None:
+        self._admitting = False
+        self._wakeup()  # the iterating task may wait for it
 
     def _wakeup(self) -> None:
         wake, self._wake = self._wake, None
         if wake is not None:
             wake.set()
 
-    async def _finished(self) -> _Slot:
+    # -- in the iterating task --------------------------------------------------------------
+
+    async def _finished(self) -> _Slot | None:
         """The next slot to take: the oldest once done (ordered), else the first whose
-        results are known and not yielded yet, or that is done."""
+        results are known and not yielded yet, or that is done; ``None``: nothing is
+        pending and no admission is under way."""
         while True:
-            if self._ordered:
-                if self._pending[0].done:
-                    return self._pending[0]
-            else:
-                for slot in self._pending:
-                    if slot.done or (slot.ran and not slot.delivered):
-                        return slot
+            pending = self._pending
+            if pending:
+                if self._ordered:
+                    if pending[0].done:
+                        return pending[0]
+                else:
+                    for slot in pending:
+                        if slot.done or (slot.ran and not slot.delivered):
+                            return slot
+            elif not self._admitting:
+                return None
             await self._sleep()
 
     async def _sleep(self) -> None:
@@ -212,14 +274,18 @@ class InFlightIterator(StepIterator):
         await self._wake.wait()
 
     async def _abandon(self, why: BaseException) -> None:
-        """Cancel this iterator's steps in flight and wait for them (shielded, bounded)."""
+        """Cancel this iterator's steps in flight and its admission's wait, and wait for
+        them (shielded, bounded)."""
         for slot in self._pending:
-            if not slot.done and slot.step.cause is None:
-                slot.step.cause = why
-                slot.step.scope.cancel()
+            step = slot.step
+            if not slot.done and step is not None and step.cause is None:
+                step.cause = why
+                step.scope.cancel()
+        if self._waiting is not None:
+            self._waiting.cancel()
         grace = self._engine.s._grace
         with anyio.move_on_after(2 * grace + 1.0, shield=True):
-            while any(not slot.done for slot in self._pending):
+            while self._admitting or any(not slot.done for slot in self._pending):
                 await self._sleep()
 
     def _origin(self, exc: BaseException) -> BaseException:

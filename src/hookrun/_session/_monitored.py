@@ -311,7 +311,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         ``anyio.EndOfStream``...), which also stops the session.
 
         With ``max_in_flight=N > 1`` up to N steps are in flight and their results come in
-        feed order, or as they complete with ``ordered=False``.
+        feed order, or as they complete with ``ordered=False``; steps go on being admitted
+        while the loop body runs, until 2 N results wait to be taken (``aclose()`` stops).
         """
         check_flag("iterate(): ordered", ordered)
         if self._state not in _STEPPABLE:

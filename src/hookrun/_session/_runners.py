@@ -13,8 +13,9 @@ the backend runs first. A job runs as a task spawned for it would: in a copy of 
 context of the task that submitted it (``drive`` runs it there), under the runner's
 cancel scopes.
 
-Invariants: every job submitted wakes or starts one runner, and a runner that runs takes
-a job if one is queued, so no job is left queued; a runner cancelled while it is parked
+Invariants: every job submitted wakes or starts one runner (or is submitted by a runner's
+job as it ends, so that runner takes it), and a runner that runs takes a job if one is
+queued, so no job is left queued; a runner cancelled while it is parked
 (the session's task group closing) still takes one queued job, which meets that
 cancellation at its first checkpoint (as a task started in a cancelled group would); a
 job's ``BaseException`` ends its runner (the task group sees it, as it would a task's);
@@ -59,13 +60,13 @@ class StepRunners:
         for wake in idle:
             wake.set()
 
-    def queued(self) -> bool:
-        """Whether a job submitted has not started yet."""
-        return bool(self._jobs)
-
-    def submit(self, job: Coroutine[Any, Any, None]) -> None:
-        """Queue ``job``, to run in a copy of the current context, and wake (or start) a runner."""
-        self._jobs.append((job, copy_context()))
+    def submit(self, job: Coroutine[Any, Any, None], context: Context | None = None, *, wake: bool = True) -> None:
+        """Queue ``job``, to run in ``context`` (a copy of the current one by default), and
+        wake (or start) a runner; ``wake=False`` from a runner's job, as its last act: that
+        runner takes it next."""
+        self._jobs.append((job, copy_context() if context is None else context))
+        if not wake:
+            return
         if self._idle:
             self._idle.pop().set()
             return
