@@ -130,7 +130,8 @@ class InFlightIterator(StepIterator):
         while True:
             if not self._admitting and self._may_admit(waiting=not self._pending):
                 self._start_admission()
-            slot = await self._finished()
+            pending = self._pending
+            slot = pending[0] if self._ordered and pending and pending[0].done else await self._finished()
             if slot is None:
                 raise StopAsyncIteration
             if not slot.done:  # ordered=False: its results, before its after_run

@@ -33,7 +33,9 @@ class StepIterator:
     once, from one task: the session runs one step at a time.
     """
 
-    __slots__ = ("_busy", "_done", "_feeds", "_fetches", "_items", "_session", "_steps", "_stop", "_taken")
+    __slots__ = (
+        "_async_items", "_busy", "_done", "_feeds", "_fetches", "_items", "_session", "_steps", "_stop", "_taken",
+    )
 
     def __init__(
         self,
@@ -47,6 +49,7 @@ class StepIterator:
         self._feeds = feeds
         self._stop = stop
         self._items: Iterator[Any] | AsyncIterator[Any] | None = None
+        self._async_items = False
         self._steps = 0  # steps run
         self._taken = 0  # feed items taken
         self._done = False
@@ -96,16 +99,17 @@ class StepIterator:
         items = self._items
         if items is None:
             items = self._items = aiter(feeds) if hasattr(feeds, "__aiter__") else iter(feeds)  # type: ignore[call-overload]
+            self._async_items = isinstance(items, AsyncIterator)
         try:
-            if isinstance(items, AsyncIterator):
-                feed = await anext(items)
+            if self._async_items:
+                feed = await anext(items)  # type: ignore[arg-type]
             else:
-                feed = next(items)
+                feed = next(items)  # type: ignore[arg-type]
         except (StopIteration, StopAsyncIteration):
             self._done = True
             raise StopAsyncIteration from None
         index, self._taken = self._taken, self._taken + 1
-        if feed is not None and not isinstance(feed, Mapping):
+        if feed is not None and type(feed) is not dict and not isinstance(feed, Mapping):
             self._done = True
             raise TypeError(
                 f"iterate(): feeds item {index} is {type(feed).__name__} "
