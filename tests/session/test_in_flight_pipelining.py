@@ -244,3 +244,26 @@ async def test_a_runner_the_task_group_refuses(monkeypatch: pytest.MonkeyPatch, 
             await settle()
             assert runners() == 0
     assert started == refused_from
+
+
+async def test_leaving_the_session_after_a_break_ends_an_admission_waiting_for_a_feed() -> None:
+    """Breaking out of ``async for`` leaves the pipeline running: an admission may wait for
+    an async feed that never comes. Leaving the session ends that wait."""
+    gates = open_gates()
+    results: list[int] = []
+
+    async def stalling_feeds() -> AsyncIterator[dict[str, int]]:
+        yield {"i": 0}
+        yield {"i": 1}
+        await anyio.sleep_forever()
+        yield {"i": 2}  # pragma: no cover - never reached
+
+    with anyio.fail_after(10):
+        async with MonitoredSession(GatedCreator(gates), [Recorder()], max_in_flight=2) as sess:
+            async for r in sess.iterate("y", stalling_feeds()):
+                results.append(r)
+                break
+            await settle()
+            assert runners() >= 1  # the admission waiting for item 2
+        assert runners() == 0
+    assert results == [0] and gates.finished == [0, 1]
