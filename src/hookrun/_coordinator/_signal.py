@@ -30,10 +30,12 @@ __all__ = ["StopSignal", "checkpoint", "clean_types"]
 class StopSignal:
     """The stop flag, the first real exception and its traceback, and one change event."""
 
-    __slots__ = ("_changed", "exception", "stopped", "traceback")
+    __slots__ = ("_changed", "exception", "stopped", "traceback", "watcher")
 
     def __init__(self) -> None:
         self.stopped = False
+        #: Called whenever the flag is set (a session watching many signals at once).
+        self.watcher: Callable[[], None] | None = None
         self.exception: BaseException | None = None
         self.traceback: TracebackType | None = None
         self._changed: anyio.Event | None = None
@@ -45,6 +47,8 @@ class StopSignal:
         elif ex is not None:
             logger().debug("Coordinator ignores %r: it already recorded %r", ex, self.exception)
         self.stopped = True
+        if self.watcher is not None:
+            self.watcher()
         self.notify()
 
     def raise_recorded(self) -> None:

@@ -36,7 +36,6 @@ new one (``_Rescope``).
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -59,9 +58,6 @@ if TYPE_CHECKING:
 __all__ = ["InFlight", "Step"]
 
 _new_tuple = tuple.__new__
-#: Whether a coordinator's stop signal is set, read without a call per lane (64 lanes:
-#: about 1.6 us against 4.3 us for ``should_stop()`` on each).
-_stopped = operator.attrgetter("stopped")
 
 
 class Step:
@@ -139,7 +135,7 @@ class InFlight:
         s = self.s
         if s._state is not State.OPEN or s._hook_stop:
             return True
-        if not any(map(_stopped, self.sessions.stop_signals)):  # the common case, in one pass
+        if not self.sessions.any_stopped:  # the common case: no coordinator was asked to stop
             return False
         for coord in self.sessions.coordinators:
             if coord.should_stop():

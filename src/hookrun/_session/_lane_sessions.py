@@ -68,6 +68,8 @@ class LaneSessions:
         #: signals (kept by ``_publish``).
         self.coordinators: tuple[Coordinator, ...] = ()
         self.stop_signals: tuple[StopSignal, ...] = ()
+        #: False only while none of them is set (each tells ``_signalled`` when it is).
+        self.any_stopped = False
         more = getattr(creator, "create_lane_session", None)
         self._create_more: Callable[[], Awaitable[Any]] = (
             creator_function(more) if more is not None else session._create_session
@@ -209,8 +211,14 @@ class LaneSessions:
         s = self.s
         self.coordinators = tuple(lane.coord for lane in self.lanes if lane.coord is not None)
         self.stop_signals = tuple(coord._signal for coord in self.coordinators)
+        for signal in self.stop_signals:
+            signal.watcher = self._signalled
+        self.any_stopped = any(signal.stopped for signal in self.stop_signals)
         lane = next((lane for lane in self.lanes if lane.raw is not None), None)
         s._raw, s._coord = (None, None) if lane is None else (lane.raw, lane.coord)
+
+    def _signalled(self) -> None:
+        self.any_stopped = True
 
     async def _close_raw(self, raw: object, lane: Lane) -> None:
         if not any(other.raw is raw for other in self.lanes):
