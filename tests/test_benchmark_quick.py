@@ -2,8 +2,10 @@
 sizes and produce a complete JSON document of positive, finite figures.
 
 Nothing here times anything: the checks are on the document's shape and sanity only.
-The remote ones start their own local cluster, so they run in a subprocess (never
-beside the Ray or Dask test clusters in this process) and are marked ``engine``.
+Each runs in a fresh interpreter (a benchmark collects garbage before each sample,
+which in the large heap of the test process costs far more than the benchmark). The
+remote ones start their own local cluster (never beside the Ray or Dask test clusters)
+and are marked ``engine``.
 """
 
 from __future__ import annotations
@@ -33,14 +35,22 @@ def _check_stats(value: Any, where: str, *, positive: bool = True) -> None:
     assert value["n"] >= 1, where
 
 
-def _run(module: str, *args: str, tmp_path: Path) -> dict[str, Any]:
-    out = tmp_path / "result.json"
+def _main(module: str, *args: str, out: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m module args --json out`` in a fresh interpreter: a benchmark collects
+    garbage before each sample, which in the test process (a large heap) costs ten times
+    the benchmark itself."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     done = subprocess.run(
-        [sys.executable, "-m", module, "--quick", "--json", str(out), *args],
+        [sys.executable, "-m", module, *args, "--json", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
+def _run(module: str, *args: str, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / "result.json"
+    done = _main(module, "--quick", *args, out=out)
     assert "target" in done.stdout  # the readable table went to stdout
     result: dict[str, Any] = json.loads(out.read_text())
     assert result["meta"]["quick"] is True
@@ -56,10 +66,8 @@ def _check_targets(result: dict[str, Any], expected: set[str]) -> None:
 
 def test_checkpoints_quick(tmp_path: Path) -> None:
     pytest.importorskip("numpy")
-    from benchmarks import checkpoints
-
     out = tmp_path / "ckpt.json"
-    assert checkpoints.main(["--quick", "--mib", "0.5", "--dir", str(tmp_path), "--json", str(out)]) == 0
+    _main("benchmarks.checkpoints", "--quick", "--mib", "0.5", "--dir", str(tmp_path), out=out)
     result = json.loads(out.read_text())
     assert result["meta"]["state_mib"] == pytest.approx(0.5)
     assert set(result["per_step_us"]) == {"save", "snapshot_write", "plain_write", "steps_idle", "steps_saving"}
@@ -135,11 +143,9 @@ def test_remote_dask_quick(tmp_path: Path) -> None:
 def test_peers_tiny_run_has_every_hookrun_column(backend: str, tmp_path: Path) -> None:
     """The peers run on either backend, its hookrun columns (the async floor included)
     complete for every K; the peers themselves are optional (skipped when missing)."""
-    from benchmarks import peers
-
     out = tmp_path / "peers.json"
     argv = ["--peers", "pluggy", "--hooks", "0,2", "--rounds", "1", "--sample-ms", "2", "--no-pin"]
-    assert peers.main([*argv, "--backend", backend, "--json", str(out)]) == 0
+    _main("benchmarks.peers", *argv, "--backend", backend, out=out)
     result = json.loads(out.read_text())
     assert result["meta"]["backend"] == backend
     for column in ("hookrun async", "hookrun plain", "hookrun async floor"):
@@ -157,8 +163,7 @@ def test_in_flight_quick(tmp_path: Path) -> None:
     from benchmarks import in_flight
 
     out = tmp_path / "in_flight.json"
-    argv = ["--quick", "--backends", "asyncio,trio", "--no-pin", "--quiet", "--json", str(out)]
-    assert in_flight.main(argv) == 0
+    _main("benchmarks.in_flight", "--quick", "--backends", "asyncio,trio", "--no-pin", "--quiet", out=out)
     result = json.loads(out.read_text())
     assert result["meta"]["quick"] is True and result["skipped"] == {}
     assert set(result["backends"]) == {"asyncio", "trio"}

@@ -39,7 +39,8 @@ def run_pytest(
     project: Path, *args: str, ini: str = "", env: dict[str, str] | None = None
 ) -> tuple[int, str]:
     """Run pytest in ``project`` (with a pytest.ini holding ``ini``); return (exit code, output)."""
-    (project / "pytest.ini").write_text(f"[pytest]\naddopts = -p no:cacheprovider\n{ini}\n")
+    # Hypothesis and xdist play no part here and would double the start-up of each run.
+    (project / "pytest.ini").write_text(f"[pytest]\naddopts = -p no:cacheprovider -p no:hypothesispytest -p no:xdist\n{ini}\n")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "-v", "-W", "error", *args],
