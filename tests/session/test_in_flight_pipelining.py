@@ -214,24 +214,26 @@ async def test_a_feed_taken_as_a_clean_stop_landed_is_not_run() -> None:
 async def test_a_runner_the_task_group_refuses(monkeypatch: pytest.MonkeyPatch, refused_from: int) -> None:
     """Starting a runner can fail (the session's task group is closing). Refused at the
     first ``__anext__``: it raises the refusal, and nothing is left admitting. Refused
-    later, where an admission would start one more runner: that runner is not started,
-    and the runner already there goes on admitting the steps."""
-    from hookrun._session import _runners
-
-    submit = _runners.StepRunners.submit
+    later, where an admission would start one more runner: that admission does not
+    start, the steps admitted are yielded in order, and the next ``__anext__`` that
+    starts an admission raises the refusal."""
+    gates = open_gates()
     started = 0
 
-    def refusing(self: Any, job: Any, context: Any = None, *, wake: bool = True) -> None:
-        nonlocal started
-        if wake and started >= refused_from:
-            job.close()
-            raise RuntimeError("This task group is not active")
-        started += wake
-        submit(self, job, context, wake=wake)
+    class Refusing:
+        def __init__(self, task_group: Any) -> None:
+            self.task_group = task_group
 
-    monkeypatch.setattr(_runners.StepRunners, "submit", refusing)
-    gates = open_gates()
-    async with MonitoredSession(GatedCreator(gates), [Recorder()], max_in_flight=2) as sess:
+        def start_soon(self, fn: Any, *args: Any, name: object = None) -> None:
+            nonlocal started
+            if started >= refused_from:
+                raise RuntimeError("This task group is not active")
+            started += 1
+            self.task_group.start_soon(fn, *args, name=name)
+
+    async with MonitoredSession(GatedCreator(gates), [], max_in_flight=2) as sess:
+        real = sess._task_group
+        monkeypatch.setattr(sess, "_task_group", lambda: Refusing(real()))
         with anyio.fail_after(10):
             steps = sess.iterate("y", feeds(6))
             if refused_from == 0:
@@ -240,7 +242,11 @@ async def test_a_runner_the_task_group_refuses(monkeypatch: pytest.MonkeyPatch, 
                 await steps.aclose()
                 assert gates.started == []
             else:
-                assert [r async for r in steps] == list(range(6))
+                results: list[int] = []
+                with pytest.raises(RuntimeError, match="not active"):
+                    async for r in steps:
+                        results.append(r)
+                assert results == list(range(len(results))) and results
             await settle()
             assert runners() == 0
     assert started == refused_from
