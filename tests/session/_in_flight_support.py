@@ -11,6 +11,19 @@ import anyio.lowlevel
 
 from hookrun import RunMetadata, RunOptions, SessionRunContext, SessionRunHook, SessionRunValues
 
+#: The name of the tasks that run ``iterate``'s steps with steps in flight.
+RUNNER = "hookrun step runner"
+
+
+def feeds(n: int) -> list[dict[str, int]]:
+    """``n`` feed dicts ``{"i": i}``, the gates' indexes."""
+    return [{"i": i} for i in range(n)]
+
+
+def runners() -> int:
+    """How many of ``iterate``'s runner tasks are running."""
+    return sum(task.name == RUNNER for task in anyio.get_running_tasks())
+
 
 class Gates:
     """A gate per feed ``i``: a run fed ``{"i": i}`` waits until the test opens gate ``i``."""

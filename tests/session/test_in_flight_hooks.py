@@ -17,13 +17,9 @@ from hookrun import (
     SessionRunValues,
 )
 from hookrun.hooks import on_after_run
-from tests.session._in_flight_support import GatedCreator, Gates, Recorder, release_in_order
+from tests.session._in_flight_support import GatedCreator, Gates, Recorder, feeds, release_in_order
 
 pytestmark = pytest.mark.anyio
-
-
-def feeds(n: int) -> list[dict[str, int]]:
-    return [{"i": i} for i in range(n)]
 
 
 class EveryOther(SessionRunHook):

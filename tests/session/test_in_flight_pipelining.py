@@ -13,20 +13,11 @@ import anyio
 import pytest
 
 from hookrun import MonitoredSession, OutOfRangeError, SessionRunContext, SessionRunHook
-from tests.session._in_flight_support import GatedCreator, Gates, Recorder
+from tests.session._in_flight_support import GatedCreator, Gates, Recorder, feeds, runners
 
 pytestmark = pytest.mark.anyio
 
-RUNNER = "hookrun step runner"
 mood: contextvars.ContextVar[str] = contextvars.ContextVar("mood", default="unset")
-
-
-def feeds(n: int) -> list[dict[str, int]]:
-    return [{"i": i} for i in range(n)]
-
-
-def runners() -> int:
-    return sum(task.name == RUNNER for task in anyio.get_running_tasks())
 
 
 async def settle() -> None:

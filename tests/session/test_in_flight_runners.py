@@ -13,20 +13,11 @@ import anyio.lowlevel
 import pytest
 
 from hookrun import MonitoredSession, RunMetadata, RunOptions, SessionRunContext, SessionRunHook
-from tests.session._in_flight_support import GatedCreator, Gates, Recorder
+from tests.session._in_flight_support import GatedCreator, Gates, Recorder, feeds, runners
 
 pytestmark = pytest.mark.anyio
 
-RUNNER = "hookrun step runner"
 seen_var: contextvars.ContextVar[str] = contextvars.ContextVar("seen_var", default="unset")
-
-
-def feeds(n: int) -> list[dict[str, int]]:
-    return [{"i": i} for i in range(n)]
-
-
-def runners() -> int:
-    return sum(task.name == RUNNER for task in anyio.get_running_tasks())
 
 
 async def test_raw_runs_start_in_feed_order_without_hooks() -> None:
