@@ -74,8 +74,8 @@ class InFlightIterator(StepIterator):
     """The async iterator ``iterate`` returns on a session with steps in flight."""
 
     __slots__ = (
-        "_admitting", "_context", "_engine", "_exhausted", "_ordered", "_pending", "_runners", "_sync", "_waiting",
-        "_wake", "_window",
+        "_admitting", "_context", "_engine", "_exhausted", "_ordered", "_pending", "_runners", "_waiting", "_wake",
+        "_window",
     )
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
@@ -86,7 +86,6 @@ class InFlightIterator(StepIterator):
         self._window = 2 * engine.n  # at most this many pending
         self._exhausted = False  # no more steps are admitted
         self._admitting = False  # an admission is under way (one at a time)
-        self._sync = not hasattr(feeds, "__aiter__")  # feeds taken without a wait
         self._waiting: anyio.CancelScope | None = None  # an admission's wait for a feed or a lane
         self._context: Context = copy_context()  # the iterating task's, at its latest __anext__
         self._wake: Waker | None = None  # set when a step's results are known, it ended, or an admission did
@@ -186,11 +185,9 @@ class InFlightIterator(StepIterator):
         engine = self._engine
         step: Step | None = None
         try:
-            if not self._exhausted and engine.should_stop():
+            if self._exhausted or engine.should_stop():
                 self._exhausted = True
-            if self._exhausted:
-                pass
-            elif self._sync and engine.pool.free():  # neither waits
+            elif not self._async_items and engine.pool.free():  # neither the feed nor the lane waits
                 step = await engine.take_lane((self._fetches, await self._next_feed(), None, None))
             else:
                 try:

@@ -49,7 +49,7 @@ class StepIterator:
         self._feeds = feeds
         self._stop = stop
         self._items: Iterator[Any] | AsyncIterator[Any] | None = None
-        self._async_items = False
+        self._async_items = hasattr(feeds, "__aiter__")  # the feeds are taken with ``anext``
         self._steps = 0  # steps run
         self._taken = 0  # feed items taken
         self._done = False
@@ -98,8 +98,7 @@ class StepIterator:
             return None
         items = self._items
         if items is None:
-            items = self._items = aiter(feeds) if hasattr(feeds, "__aiter__") else iter(feeds)  # type: ignore[call-overload]
-            self._async_items = isinstance(items, AsyncIterator)
+            items = self._items = aiter(feeds) if self._async_items else iter(feeds)  # type: ignore[arg-type, call-overload]
         try:
             if self._async_items:
                 feed = await anext(items)  # type: ignore[arg-type]
