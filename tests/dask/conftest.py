@@ -67,14 +67,13 @@ def _dask_started() -> Iterator[distributed.LocalCluster | EngineDown]:
     made: list[distributed.LocalCluster] = []
 
     def start() -> distributed.LocalCluster:
-        with dask.config.set(_config(bound)):
-            cluster = distributed.LocalCluster(
-                n_workers=N_WORKERS,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                host="127.0.0.1",
-            )
+        cluster = distributed.LocalCluster(
+            n_workers=N_WORKERS,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            host="127.0.0.1",
+        )
         made.append(cluster)
         with distributed.Client(cluster.scheduler_address, set_as_default=False) as client:
             client.wait_for_workers(N_WORKERS, timeout=bound)
@@ -85,16 +84,17 @@ def _dask_started() -> Iterator[distributed.LocalCluster | EngineDown]:
             with contextlib.suppress(Exception):  # a half-started cluster: close what there is
                 made.pop().close()
 
-    started = start_engine("Dask", start, within=bound, retry=retry)
-    if isinstance(started, EngineDown):
-        yield started
-        return
-    try:
-        # The cluster reads the lost-worker timeout each time a worker is removed.
-        with dask.config.set(_config(bound)):
+    # For the whole package: the cluster reads the lost-worker timeout each time a worker
+    # is removed, not only when it starts.
+    with dask.config.set(_config(bound)):
+        started = start_engine("Dask", start, within=bound, retry=retry)
+        if isinstance(started, EngineDown):
             yield started
-    finally:
-        started.close()
+            return
+        try:
+            yield started
+        finally:
+            started.close()
     _, alive = psutil.wait_procs(_worker_processes(), timeout=scaled(30.0))
     assert not alive, f"Dask worker processes left after closing the cluster: {alive}"
 
