@@ -264,3 +264,32 @@ async def test_leaving_the_session_after_a_break_ends_an_admission_waiting_for_a
             assert runners() >= 1  # the admission waiting for item 2
         assert runners() == 0
     assert results == [0] and gates.finished == [0, 1]
+
+
+async def test_closing_from_another_task_ends_the_iteration_of_the_task_waiting_in_it() -> None:
+    """``aclose()`` from another task while the iterating task waits in ``__anext__`` (for
+    an async feed that does not come): the wait is cancelled, the iterating task's loop
+    ends as the feeds' end would, and no runner is left."""
+    gates = open_gates()
+    results: list[int] = []
+
+    async def stalling_feeds() -> AsyncIterator[dict[str, int]]:
+        yield {"i": 0}
+        await anyio.sleep_forever()
+        yield {"i": 1}  # pragma: no cover - never reached
+
+    async with MonitoredSession(GatedCreator(gates), [Recorder()], max_in_flight=2) as sess:
+        with anyio.fail_after(10):
+            steps = sess.iterate("y", stalling_feeds())
+            async with anyio.create_task_group() as tg:
+
+                async def consume() -> None:
+                    results.extend([r async for r in steps])
+
+                tg.start_soon(consume)
+                await settle()
+                assert results == [] and runners() == 2  # step 0's, parked, and the wait for item 1
+                await steps.aclose()
+            await settle()
+            assert runners() == 0
+    assert results == [0]

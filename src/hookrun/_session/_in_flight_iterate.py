@@ -74,7 +74,7 @@ class InFlightIterator(StepIterator):
     """The async iterator ``iterate`` returns on a session with steps in flight."""
 
     __slots__ = (
-        "_admitting", "_context", "_engine", "_exhausted", "_ordered", "_pending", "_runners", "_waiting", "_wake",
+        "_admitting", "_context", "_engine", "_exhausted", "_ordered", "_pending", "_runners", "_waiting", "_wakes",
         "_window",
     )
 
@@ -88,7 +88,9 @@ class InFlightIterator(StepIterator):
         self._admitting = False  # an admission is under way (one at a time)
         self._waiting: anyio.CancelScope | None = None  # an admission's wait for a feed or a lane
         self._context: Context = copy_context()  # the iterating task's, at its latest __anext__
-        self._wake: Waker | None = None  # set when a step's results are known, it ended, or an admission did
+        #: Set when a step's results are known, it ended, or an admission did: one per task
+        #: waiting (the iterating task, and one closing the iterator from another task).
+        self._wakes: list[Waker] = []
         self._runners = StepRunners(engine.s._task_group, engine.wakers)
 
     async def __anext__(self) -> Any:
@@ -123,6 +125,7 @@ class InFlightIterator(StepIterator):
         await self._abandon(RuntimeError("iterate(): the iterator was closed"))
         self._runners.close()
         self._pending.clear()
+        self._wakeup()  # a task still in __anext__ (closed from another task) ends now
 
     async def _next(self) -> Any:
         self._context = copy_context()
@@ -241,9 +244,10 @@ class InFlightIterator(StepIterator):
         self._wakeup()  # the iterating task may wait for it
 
     def _wakeup(self) -> None:
-        wake, self._wake = self._wake, None
-        if wake is not None:
-            wake.set()
+        if self._wakes:
+            wakes, self._wakes = self._wakes, []
+            for wake in wakes:
+                wake.set()
 
     # -- in the iterating task --------------------------------------------------------------
 
@@ -267,9 +271,9 @@ class InFlightIterator(StepIterator):
 
     async def _sleep(self) -> None:
         """Wait for the next ``_wakeup``."""
-        if self._wake is None:
-            self._wake = self._engine.wakers()
-        await self._wake.wait()
+        wake = self._engine.wakers()
+        self._wakes.append(wake)
+        await wake.wait()
 
     async def _abandon(self, why: BaseException) -> None:
         """Cancel this iterator's steps in flight and its admission's wait, and wait for
