@@ -48,7 +48,7 @@ from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
 from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
 from ._lane_sessions import LaneSessions
-from ._lanes import Lane, LanePool, Turnstile
+from ._lanes import Lane, LanePool, PhaseLock, Turnstile
 from ._state import State
 from ._stepping import _NO_FEEDS, _after_run_args, _checked, _raw_run
 
@@ -116,17 +116,15 @@ class InFlight:
         session._stats.spread(n)
         self.sessions = LaneSessions(session, creator, self.lanes, self.phase)
         self.steps: set[Step] = set()
-        self._lock: anyio.Lock | None = None
+        self._lock = PhaseLock(self.wakers)
         self._next: int | None = None  # the next step's number; None: read the counter
         self._counted = 0  # the number the counter was last moved to (valid while _next is set)
         self._held: Step | None = None  # a step whose first before_run phase failed
         self._resume: anyio.Event | None = None  # set once _held's before_run is whole or it ended
 
-    def phase(self) -> anyio.Lock:
-        """The phase lock: one hook phase at a time (made on first use, in the event loop).
-        Taken at once when free (``fast_acquire``); waiters are served in arrival order."""
-        if self._lock is None:
-            self._lock = anyio.Lock(fast_acquire=True)
+    def phase(self) -> PhaseLock:
+        """The phase lock: one hook phase at a time (taken at once when free; waiters are
+        served in arrival order)."""
         return self._lock
 
     # -- the session's view -----------------------------------------------------------------

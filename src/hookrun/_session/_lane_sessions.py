@@ -38,7 +38,7 @@ from ._state import State
 
 if TYPE_CHECKING:
     from .._coordinator._signal import StopSignal
-    from ._lanes import Lane
+    from ._lanes import Lane, PhaseLock
     from ._retry import RetryBudget
 
 __all__ = ["Backoffs", "LaneSessions"]
@@ -60,7 +60,7 @@ class Backoffs:
 class LaneSessions:
     """Creating, re-creating and closing the lanes' raw sessions (see the module docstring)."""
 
-    def __init__(self, session: Any, creator: object, lanes: list[Lane], phase: Callable[[], anyio.Lock]) -> None:
+    def __init__(self, session: Any, creator: object, lanes: list[Lane], phase: Callable[[], PhaseLock]) -> None:
         self.s = session
         self.lanes = lanes
         self._phase = phase
