@@ -1,6 +1,8 @@
-"""The phase lock of a session with steps in flight: taken at once when free, waited for in
-arrival order, and never lost when a waiter is cancelled (before or after it was handed
-the lock)."""
+"""What orders the hook phases of a session with steps in flight. The phase lock: taken at
+once when free, waited for in arrival order, never lost when a waiter is cancelled (before
+or after it was handed the lock). The turnstile: numbers through in increasing order, a
+number woken with the consecutive numbers waiting behind it, one woken before its turn
+waiting again."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import anyio.lowlevel
 import pytest
 
 from hookrun._dispatch._wake import Wakers
-from hookrun._session._lanes import PhaseLock
+from hookrun._session._lanes import PhaseLock, Turnstile
 
 pytestmark = pytest.mark.anyio
 
@@ -123,3 +125,61 @@ async def test_a_task_cancelled_natively_as_it_is_handed_the_lock_passes_it_on()
     await asyncio.gather(first, second)
     assert entered == ["handed cancelled", "next"]
     assert not lock.locked()
+
+
+class _CountingWakers(Wakers):
+    """Counts the wake-ups made: one per wait of the turnstile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made = 0
+
+    def __call__(self):  # type: ignore[no-untyped-def]
+        self.made += 1
+        return super().__call__()
+
+
+async def test_the_turnstile_wakes_the_consecutive_numbers_behind_a_turn_and_one_early_waits_again() -> None:
+    wakers = _CountingWakers()
+    turn = Turnstile(wakers)
+    passed: list[int] = []
+
+    async def step(number: int) -> None:
+        await turn.wait(number)
+        passed.append(number)
+        if number == 2:
+            await anyio.lowlevel.checkpoint()  # 3, woken with 2, runs meanwhile and waits again
+        turn.done(number)
+
+    async with anyio.create_task_group() as tg:
+        for number in (2, 3):
+            tg.start_soon(step, number)
+            await anyio.wait_all_tasks_blocked()
+        assert wakers.made == 2
+        turn.done(1)  # 2's turn: 2 and 3 are woken together
+    assert passed == [2, 3]
+    assert wakers.made == 3  # 3 waited twice
+    assert turn.next == 4
+
+
+async def test_the_turnstile_stops_waking_at_a_number_not_waiting() -> None:
+    wakers = _CountingWakers()
+    turn = Turnstile(wakers)
+    passed: list[int] = []
+
+    async def step(number: int) -> None:
+        await turn.wait(number)
+        passed.append(number)
+        turn.done(number)
+
+    async with anyio.create_task_group() as tg:
+        for number in (2, 4):
+            tg.start_soon(step, number)
+            await anyio.wait_all_tasks_blocked()
+        turn.done(1)
+        await anyio.wait_all_tasks_blocked()
+        assert passed == [2]
+        assert wakers.made == 2  # 4 was not woken: 3 is not done
+        turn.done(3)  # given up (or through): 4's turn
+    assert passed == [2, 4]
+    assert turn.next == 5
