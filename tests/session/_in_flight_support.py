@@ -9,7 +9,14 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from hookrun import RunMetadata, RunOptions, SessionRunContext, SessionRunHook, SessionRunValues
+from hookrun import (
+    AbortedError,
+    RunMetadata,
+    RunOptions,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
 
 #: The name of the tasks that run ``iterate``'s steps with steps in flight.
 RUNNER = "hookrun step runner"
@@ -143,3 +150,56 @@ async def release_in_order(gates: Gates, order: Sequence[int], waiting: int) -> 
     for i in order:
         gates.open(i)
         await anyio.wait_all_tasks_blocked()
+
+
+class WaitsOnce(SessionRunHook):
+    """An async hook whose ``before_run`` (``after_run`` with ``phase="after_run"``) waits
+    on its first call, long enough for the hook after it to fail meanwhile."""
+
+    overlapping_steps = True
+
+    def __init__(self, phase: str) -> None:
+        self.phase = phase
+        self.calls = 0
+        self.cancelled = 0
+
+    async def _maybe_wait(self) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            try:
+                await anyio.sleep(5)
+            except anyio.get_cancelled_exc_class():
+                self.cancelled += 1
+                raise
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        if self.phase == "before_run":
+            await self._maybe_wait()
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if self.phase == "after_run":
+            await self._maybe_wait()
+
+
+class FailsOnce(SessionRunHook):
+    """An async hook that raises a recoverable error on its first call of ``phase``."""
+
+    overlapping_steps = True
+
+    def __init__(self, phase: str) -> None:
+        self.phase = phase
+        self.failed = False
+
+    async def _maybe_fail(self) -> None:
+        if not self.failed:
+            self.failed = True
+            await anyio.lowlevel.checkpoint()
+            raise AbortedError(f"{self.phase} lost its worker")
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        if self.phase == "before_run":
+            await self._maybe_fail()
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if self.phase == "after_run":
+            await self._maybe_fail()

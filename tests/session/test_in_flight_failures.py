@@ -22,7 +22,14 @@ from hookrun import (
     SingularMonitoredSession,
 )
 from hookrun.hooks import CheckpointSaverHook
-from tests.session._in_flight_support import GatedCreator, Gates, Recorder, release_in_order
+from tests.session._in_flight_support import (
+    FailsOnce,
+    GatedCreator,
+    Gates,
+    Recorder,
+    WaitsOnce,
+    release_in_order,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -456,59 +463,6 @@ async def test_a_step_cancelled_or_failed_passes_its_turn_on(how: str) -> None:
         assert scopes[lost].cancelled_caught
 
 
-class _WaitsOnce(SessionRunHook):
-    """An async hook whose ``before_run`` (``after_run`` with ``phase="after_run"``) waits
-    on its first call, long enough for the hook after it to fail meanwhile."""
-
-    overlapping_steps = True
-
-    def __init__(self, phase: str) -> None:
-        self.phase = phase
-        self.calls = 0
-        self.cancelled = 0
-
-    async def _maybe_wait(self) -> None:
-        self.calls += 1
-        if self.calls == 1:
-            try:
-                await anyio.sleep(5)
-            except anyio.get_cancelled_exc_class():
-                self.cancelled += 1
-                raise
-
-    async def before_run(self, run_context: SessionRunContext) -> None:
-        if self.phase == "before_run":
-            await self._maybe_wait()
-
-    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        if self.phase == "after_run":
-            await self._maybe_wait()
-
-
-class _FailsOnce(SessionRunHook):
-    """An async hook that raises a recoverable error on its first call of ``phase``."""
-
-    overlapping_steps = True
-
-    def __init__(self, phase: str) -> None:
-        self.phase = phase
-        self.failed = False
-
-    async def _maybe_fail(self) -> None:
-        if not self.failed:
-            self.failed = True
-            await anyio.lowlevel.checkpoint()
-            raise AbortedError(f"{self.phase} lost its worker")
-
-    async def before_run(self, run_context: SessionRunContext) -> None:
-        if self.phase == "before_run":
-            await self._maybe_fail()
-
-    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        if self.phase == "after_run":
-            await self._maybe_fail()
-
-
 @pytest.mark.parametrize("phase", ["before_run", "after_run"])
 @pytest.mark.parametrize("mode", ["iterate", "run"])
 async def test_a_hook_failing_beside_a_waiting_one_is_recovered_from(phase: str, mode: str) -> None:
@@ -518,7 +472,7 @@ async def test_a_hook_failing_beside_a_waiting_one_is_recovered_from(phase: str,
     gates = Gates()
     gates.open_all = True
     creator = GatedCreator(gates)
-    waits, fails = _WaitsOnce(phase), _FailsOnce(phase)
+    waits, fails = WaitsOnce(phase), FailsOnce(phase)
     async with MonitoredSession(creator, [waits, fails], retry=NO_WAIT, max_in_flight=2) as sess:
         with anyio.fail_after(10):
             if mode == "iterate":

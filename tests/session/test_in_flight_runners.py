@@ -12,12 +12,29 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from hookrun import MonitoredSession, RunMetadata, RunOptions, SessionRunContext, SessionRunHook
-from tests.session._in_flight_support import GatedCreator, Gates, Recorder, feeds, runners
+from hookrun import (
+    MonitoredSession,
+    RetryPolicy,
+    RunMetadata,
+    RunOptions,
+    SessionRunContext,
+    SessionRunHook,
+)
+from tests.session._in_flight_support import (
+    FailsOnce,
+    GatedCreator,
+    Gates,
+    Recorder,
+    WaitsOnce,
+    feeds,
+    runners,
+)
 
 pytestmark = pytest.mark.anyio
 
 seen_var: contextvars.ContextVar[str] = contextvars.ContextVar("seen_var", default="unset")
+
+NO_WAIT = RetryPolicy(initial_delay=0, jitter=False)
 
 
 async def test_raw_runs_start_in_feed_order_without_hooks() -> None:
@@ -95,3 +112,39 @@ async def test_no_runner_is_left_once_the_iterator_ended() -> None:
             await steps.aclose()
             await anyio.wait_all_tasks_blocked()
             assert runners() == 0
+
+
+@pytest.mark.parametrize("rescoped", [False, True], ids=["one scope", "after a recovery under a new scope"])
+async def test_a_fatal_error_late_in_a_stream_cancels_the_steps_beside_it(rescoped: bool) -> None:
+    """A runner runs many steps one after another under one cancel scope: a step that
+    fails for good after thirty others (and, in the second case, after a hook failure
+    cancelled an earlier step's scope, so that its runner went on under a new one) still
+    cancels exactly the steps in flight beside it, and nothing of the iterator is left."""
+    gates = Gates()
+    gates.open(*range(30))  # 30 fails once 31 and 32 wait at their gates beside it
+    fatal = ValueError("bad item 30")
+    creator = GatedCreator(gates, errors={n: {30: fatal} for n in range(4)})
+    hooks: list[SessionRunHook] = [Recorder()]
+    if rescoped:
+        hooks += [WaitsOnce("before_run"), FailsOnce("before_run")]
+    got: list[int] = []
+
+    async def fail_beside_two() -> None:
+        while not {31, 32} <= set(gates.started):
+            await anyio.lowlevel.checkpoint()
+        gates.open(30)
+
+    async with MonitoredSession(creator, hooks, retry=NO_WAIT, max_in_flight=3) as sess:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(fail_beside_two)
+                with pytest.raises(ValueError) as raised:
+                    async for y in sess.iterate("y", feeds(40)):
+                        got.append(y)
+        assert raised.value is fatal
+        await anyio.wait_all_tasks_blocked()
+        assert runners() == 0
+    assert got == list(range(30))
+    assert sorted(gates.started)[-3:] == [30, 31, 32]
+    assert 31 not in gates.finished and 32 not in gates.finished
+    assert len(creator.sessions) == (4 if rescoped else 3)

@@ -31,12 +31,12 @@ saying which step failed, and start no hook phase and no raw run) and propagates
 step, however it ends, gives its lane back and its number up, and marks its run context
 ended. Its hook phases run under its cancel scope (one a step, not one a phase): a hook
 failing beside a waiting one cancels it to stop the phase, so the step recovers under a
-new one (``_Rescope``).
+new one (``Rescope``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -47,6 +47,7 @@ from .._dispatch._wake import Wakers
 from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
 from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
+from ._in_flight_step import Rescope, Step
 from ._lane_sessions import LaneSessions
 from ._lanes import Lane, LanePool, PhaseLock, Turnstile
 from ._state import State
@@ -58,49 +59,6 @@ if TYPE_CHECKING:
 __all__ = ["InFlight", "Step"]
 
 _new_tuple = tuple.__new__
-
-
-class Step:
-    """One step in flight: its lane, number, arguments and what its phases computed."""
-
-    __slots__ = (
-        "args", "cause", "counted", "ctx", "feeds", "keys", "lane", "merged", "metadata", "number",
-        "occupied", "on_admitted", "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
-    )
-
-    def __init__(self, lane: Lane, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None = None) -> None:
-        self.lane = lane
-        self.args = args  # fetches, feed_dict, options, run_metadata
-        self.number = 0  # 0: not admitted yet
-        self.scope = anyio.CancelScope() if scope is None else scope
-        self.cause: BaseException | None = None  # why another step cancelled this one
-        self.counted: int | None = None  # the counter after this step's increment, once made
-        self.ctx: InFlightRunContext | None = None
-        self.sampled = 0  # the statistics' step count when it was picked to be timed; 0: not timed
-        self.started = 0.0
-        self.occupied = 0.0  # the lanes' occupancy integral when it was timed from
-        self.where = "before_run"
-        self.keys: list[Hashable] | Any = []
-        self.shape: Any = None
-        self.shapes: Any = None
-        self.feeds: Any = None
-        self.merged: RunOptions = DEFAULT_OPTIONS
-        self.metadata: RunMetadata | None = None
-        #: Told the results as soon as the raw run returned (``iterate(ordered=False)``), and
-        #: when ``run_step``'s admission is over (True: whole), for ``iterate``'s next one.
-        self.on_ran: Callable[[Any], None] | None = None
-        self.on_admitted: Callable[[bool], None] | None = None
-
-
-class _Rescope(Exception):
-    """Raised out of a step's cancel scope that a failing hook cancelled to stop the rest
-    of its phase (the phases run under the step's scope): the step recovers from
-    ``error`` under a new one."""
-
-    def __init__(self, error: Exception, budget: RetryBudget | None) -> None:
-        super().__init__(error)
-        self.error = error
-        self.budget = budget
 
 
 class InFlight:
@@ -158,12 +116,24 @@ class InFlight:
 
     # -- lanes ------------------------------------------------------------------------------
 
-    async def take_lane(self, args: tuple[Any, Any, Any, Any]) -> Step:
-        """A step holding a free lane (waits for one); the session is busy until it ends."""
-        step = Step(await self.pool.acquire(), args, self.s._dispatcher.new_scope())  # the backend's own scope class
+    async def take_lane(self, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None = None) -> Step:
+        """A step holding a free lane (waits for one), under ``scope`` (default: a new one);
+        the session is busy until it ends."""
+        return self._holding(await self.pool.acquire(), args, scope)
+
+    def take_free_lane(self, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope) -> Step:
+        """``take_lane`` when ``pool.free()``: without a wait, and without a coroutine."""
+        return self._holding(self.pool.take(), args, scope)
+
+    def _holding(self, lane: Lane, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None) -> Step:
+        step = Step(lane, args, self.new_scope() if scope is None else scope)
         self.steps.add(step)
         self.s._busy = True
         return step
+
+    def new_scope(self) -> anyio.CancelScope:
+        """A cancel scope of the running backend's own class."""
+        return self.s._dispatcher.new_scope()  # type: ignore[no-any-return]
 
     def end(self, step: Step) -> None:
         """``step`` is over, whatever happened: its number and lane go."""
@@ -293,7 +263,7 @@ class InFlight:
         before = stats.before if step.sampled else s._before
         trace = metadata.timings if merged.trace or s._time_before_run else None
         requests = None
-        if before.calls:  # under the step's scope, which a failing hook may cancel (``_Rescope``)
+        if before.calls:  # under the step's scope, which a failing hook may cancel (``Rescope``)
             started = s._dispatcher.start(before, [(ctx,)] * len(before.calls), step.scope, trace)
             requests = started if type(started) is list else await started
         if requests is not None and requests.count(None) != len(requests):
@@ -372,7 +342,7 @@ class InFlight:
                     self.fail_others(step, failed)
                     raise failed
                 if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
-                    raise _Rescope(failed, budget)  # nothing more can wait under that scope
+                    raise Rescope(failed, budget)  # nothing more can wait under that scope
                 budget = budget or s._retry.budget()
                 if not await self.sessions.recover(step.lane, failed, budget):
                     self.fail_others(step, failed)
@@ -390,39 +360,66 @@ class InFlight:
         return s._recovers and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
 
     async def run_step(self, step: Step) -> tuple[bool, Any]:
-        """A whole step on the lane it holds, under its cancel scope: ``(False, None)`` when
-        a stop kept it from being admitted, else ``(True, results)``. Ends the step."""
-        budget: RetryBudget | None = None
-        failed: Exception | None = None
-        admitted = False
+        """A whole step on the lane it holds, under its own cancel scope: ``(False, None)``
+        when a stop kept it from being admitted, else ``(True, results)``. Ends the step."""
+        again: Rescope | None = None
         try:
             while True:
                 try:
                     with step.scope:
-                        if not admitted:
-                            admitted, whole = True, False
-                            try:
-                                budget = await self.ready(step, None)
-                                try:
-                                    whole = await self.admit(step)
-                                except Exception as exc:
-                                    failed = exc
-                            finally:
-                                if step.on_admitted is not None:
-                                    step.on_admitted(whole)
-                            if not (whole or failed):
-                                return False, None
-                        return True, await self.finish(step, budget, failed)
+                        return await self._run_in_scope(step, again)
                     raise self.cancelled_error(step)  # cancelled by another step's failure
-                except _Rescope as again:  # recover, and go on, under a new scope
-                    failed, budget = again.error, again.budget
-                    step.scope = self.s._dispatcher.new_scope()
+                except Rescope as exc:  # recover, and go on, under a new scope
+                    again = exc
+                    step.scope = self.new_scope()
         except Exception as exc:
             if step.cause is None and not isinstance(exc, CLEAN_STOP_TYPES):
                 self.fail_others(step, exc)
             raise
         finally:
             self.end(step)
+
+    async def run_sharing_scope(self, step: Step, again: Rescope | None = None) -> tuple[bool, Any]:
+        """``run_step`` for a task that entered ``step.scope`` itself and runs one step after
+        another under it (``iterate``'s runners: one scope for many steps, where entering
+        one a step costs about 4 us on asyncio). A cancellation of that scope goes through
+        as it is, for the caller's scope to catch (the step then failed with
+        ``cancelled_error``), and so does ``Rescope``: the step is not over, and goes on
+        when the caller, under a new scope, calls again with it."""
+        ended = True
+        try:
+            return await self._run_in_scope(step, again)
+        except Rescope:
+            ended = False
+            raise
+        except Exception as exc:
+            if step.cause is None and not isinstance(exc, CLEAN_STOP_TYPES):
+                self.fail_others(step, exc)
+            raise
+        finally:
+            if ended:
+                self.end(step)
+
+    async def _run_in_scope(self, step: Step, again: Rescope | None) -> tuple[bool, Any]:
+        """The step under ``step.scope``, entered: admission unless ``again`` (it goes on
+        from a recovery), then ``finish``."""
+        if again is not None:
+            return True, await self.finish(step, again.budget, again.error)
+        whole = False
+        failed: Exception | None = None
+        budget: RetryBudget | None = None
+        try:
+            budget = await self.ready(step, None)
+            try:
+                whole = await self.admit(step)
+            except Exception as exc:
+                failed = exc
+        finally:
+            if step.on_admitted is not None:
+                step.on_admitted(whole)
+        if not (whole or failed):
+            return False, None
+        return True, await self.finish(step, budget, failed)
 
     # -- the public entry points -----------------------------------------------------------
 

@@ -13,7 +13,8 @@ from typing import Any
 from .._errors import RunAfterStopError
 from .._hook_protocol import RunMetadata, RunOptions
 from ._checks import check_step_fn
-from ._in_flight import InFlight, Step
+from ._in_flight import InFlight
+from ._in_flight_step import Step
 from ._state import State
 
 __all__ = ["run_step_fn"]

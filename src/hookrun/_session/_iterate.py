@@ -93,28 +93,48 @@ class StepIterator:
         self._done = True
 
     async def _next_feed(self) -> Mapping[Any, Any] | None:
+        """The next feed dict (``StopAsyncIteration`` when the feeds ended)."""
+        if not self._async_items:
+            return self._take_feed()
+        items = self._items
+        if items is None:
+            items = self._items = aiter(self._feeds)  # type: ignore[arg-type]
+        try:
+            feed = await anext(items)  # type: ignore[arg-type]
+        except StopAsyncIteration:
+            self._done = True
+            raise StopAsyncIteration from None
+        self._taken += 1
+        if feed is not None and type(feed) is not dict:
+            self._check_feed(feed)
+        return feed  # type: ignore[no-any-return]
+
+    def _take_feed(self) -> Mapping[Any, Any] | None:
+        """The next feed dict of sync feeds (or none at all), without a coroutine."""
         feeds = self._feeds
         if feeds is None:
             return None
         items = self._items
         if items is None:
-            items = self._items = aiter(feeds) if self._async_items else iter(feeds)  # type: ignore[arg-type, call-overload]
+            items = self._items = iter(feeds)  # type: ignore[call-overload]
         try:
-            if self._async_items:
-                feed = await anext(items)  # type: ignore[arg-type]
-            else:
-                feed = next(items)  # type: ignore[arg-type]
-        except (StopIteration, StopAsyncIteration):
+            feed = next(items)  # type: ignore[arg-type]
+        except StopIteration:
             self._done = True
             raise StopAsyncIteration from None
-        index, self._taken = self._taken, self._taken + 1
-        if feed is not None and type(feed) is not dict and not isinstance(feed, Mapping):
+        self._taken += 1
+        if feed is not None and type(feed) is not dict:
+            self._check_feed(feed)
+        return feed  # type: ignore[no-any-return]
+
+    def _check_feed(self, feed: object) -> None:
+        """Refuse the feed just taken unless it is a mapping, naming it."""
+        if not isinstance(feed, Mapping):
             self._done = True
             raise TypeError(
-                f"iterate(): feeds item {index} is {type(feed).__name__} "
+                f"iterate(): feeds item {self._taken - 1} is {type(feed).__name__} "
                 f"{_short(feed)}; each item must be a feed dict (a mapping) or None"
             )
-        return feed
 
 
 _SWAPPED = (

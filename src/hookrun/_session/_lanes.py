@@ -89,11 +89,15 @@ class LanePool:
         """Whether ``acquire`` would return at once."""
         return bool(self._free) and not self._waiters
 
+    def take(self) -> Lane:
+        """A free lane, when ``free()``."""
+        self._account(1)
+        return self._free.popleft()
+
     async def acquire(self) -> Lane:
         """A free lane, waiting for one in arrival order."""
         if self._free and not self._waiters:
-            self._account(1)
-            return self._free.popleft()
+            return self.take()
         waiter = _Waiter(self._wakers())
         self._waiters.append(waiter)
         try:

@@ -10,12 +10,13 @@ at once; once the iterator ended (``close``) they leave.
 Jobs wait in one queue; a runner that runs takes its head and starts it at once (up to
 its first suspension), so jobs start in the order they were submitted whichever runner
 the backend runs first. A job runs as a task spawned for it would: in a copy of the
-context of the task that submitted it (``drive`` runs it there), under the runner's
-cancel scopes.
+context of the task that submitted it (``_run`` drives it there), under the runner's
+cancel scopes. A job that runs several steps one after another gives each a context of
+its own with ``await InContext(context)``, which switches the context it is driven in
+without a pass of the event loop.
 
-Invariants: every job submitted wakes or starts one runner (or is submitted by a runner's
-job as it ends, so that runner takes it), and a runner that runs takes a job if one is
-queued, so no job is left queued; a runner cancelled while it is parked
+Invariants: every job submitted wakes or starts one runner, and a runner that runs takes
+a job if one is queued, so no job is left queued; a runner cancelled while it is parked
 (the session's task group closing) still takes one queued job, which meets that
 cancellation at its first checkpoint (as a task started in a cancelled group would); a
 job's ``BaseException`` ends its runner (the task group sees it, as it would a task's);
@@ -24,20 +25,19 @@ after ``close`` no runner parks again.
 
 from __future__ import annotations
 
+import types
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Generator
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
-from .._dispatch._start import Suspended, drive
 from .._dispatch._wake import Waker, Wakers
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-__all__ = ["StepRunners"]
+__all__ = ["InContext", "StepRunners"]
 
-_new_tuple = tuple.__new__
 _Job = tuple[Coroutine[Any, Any, None], Context]
 
 
@@ -60,13 +60,10 @@ class StepRunners:
         for wake in idle:
             wake.set()
 
-    def submit(self, job: Coroutine[Any, Any, None], context: Context | None = None, *, wake: bool = True) -> None:
+    def submit(self, job: Coroutine[Any, Any, None], context: Context | None = None) -> None:
         """Queue ``job``, to run in ``context`` (a copy of the current one by default), and
-        wake (or start) a runner; ``wake=False`` from a runner's job, as its last act: that
-        runner takes it next."""
+        wake (or start) a runner."""
         self._jobs.append((job, copy_context() if context is None else context))
-        if not wake:
-            return
         if self._idle:
             self._idle.pop().set()
             return
@@ -97,10 +94,40 @@ class StepRunners:
                 raise
 
 
-async def _run(job: Coroutine[Any, Any, None], context: Context) -> None:
-    """``job``, started and driven in ``context``."""
+class InContext:
+    """Awaited by a job (``await InContext(context)``): the rest of the job runs in
+    ``context``, from this point on, without a pass of the event loop. A job that runs
+    several steps one after the other gives each its own context this way."""
+
+    __slots__ = ("context",)
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        yield self
+
+
+@types.coroutine
+def _run(job: Coroutine[Any, Any, None], context: Context) -> Generator[Any, Any, None]:
+    """``job``, started and driven in ``context`` (or the one it switches to: ``InContext``)
+    from the current task."""
+    send, throw, run = job.send, job.throw, context.run
+    value: Any = None
+    error: BaseException | None = None
     try:
-        yielded = context.run(job.send, None)
-    except StopIteration:
-        return
-    await drive(_new_tuple(Suspended, (0, job, context, yielded, job)))
+        while True:
+            try:
+                yielded = run(send, value) if error is None else run(throw, error)
+            except StopIteration:
+                return
+            value = error = None
+            if type(yielded) is InContext:  # not for the event loop: go on at once
+                run = yielded.context.run
+                continue
+            try:
+                value = yield yielded
+            except BaseException as exc:
+                error = exc
+    finally:
+        job.close()

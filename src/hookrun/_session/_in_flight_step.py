@@ -1,0 +1,61 @@
+"""One step in flight (``Step``: its lane, number, cancel scope and what its phases
+computed) and ``Rescope``, the way out of a cancel scope that a failing hook cancelled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._dispatch._merge import DEFAULT_OPTIONS
+from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions
+
+if TYPE_CHECKING:
+    from ._lanes import Lane
+    from ._retry import RetryBudget
+
+__all__ = ["Rescope", "Step"]
+
+
+class Step:
+    """One step in flight: its lane, number, arguments and what its phases computed."""
+
+    __slots__ = (
+        "args", "cause", "counted", "ctx", "feeds", "keys", "lane", "merged", "metadata", "number",
+        "occupied", "on_admitted", "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
+    )
+
+    def __init__(self, lane: Lane, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None = None) -> None:
+        self.lane = lane
+        self.args = args  # fetches, feed_dict, options, run_metadata
+        self.number = 0  # 0: not admitted yet
+        self.scope = anyio.CancelScope() if scope is None else scope
+        self.cause: BaseException | None = None  # why another step cancelled this one
+        self.counted: int | None = None  # the counter after this step's increment, once made
+        self.ctx: InFlightRunContext | None = None
+        self.sampled = 0  # the statistics' step count when it was picked to be timed; 0: not timed
+        self.started = 0.0
+        self.occupied = 0.0  # the lanes' occupancy integral when it was timed from
+        self.where = "before_run"
+        self.keys: list[Hashable] | Any = []
+        self.shape: Any = None
+        self.shapes: Any = None
+        self.feeds: Any = None
+        self.merged: RunOptions = DEFAULT_OPTIONS
+        self.metadata: RunMetadata | None = None
+        #: Told the results as soon as the raw run returned (``iterate(ordered=False)``), and
+        #: when ``run_step``'s admission is over (True: whole), for ``iterate``'s next one.
+        self.on_ran: Callable[[Any], None] | None = None
+        self.on_admitted: Callable[[bool], None] | None = None
+
+
+class Rescope(Exception):
+    """Raised out of a step's cancel scope that a failing hook cancelled to stop the rest
+    of its phase (the phases run under the step's scope): the step recovers from
+    ``error`` under a new one."""
+
+    def __init__(self, error: Exception, budget: RetryBudget | None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.budget = budget
