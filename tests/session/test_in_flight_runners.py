@@ -19,6 +19,7 @@ from hookrun import (
     RunOptions,
     SessionRunContext,
     SessionRunHook,
+    SessionRunValues,
 )
 from tests.session._in_flight_support import (
     FailsOnce,
@@ -148,3 +149,67 @@ async def test_a_fatal_error_late_in_a_stream_cancels_the_steps_beside_it(rescop
     assert sorted(gates.started)[-3:] == [30, 31, 32]
     assert 31 not in gates.finished and 32 not in gates.finished
     assert len(creator.sessions) == (4 if rescoped else 3)
+
+
+class _Race:
+    """Another caller's run (``{"i": -1}``) waits until step 1's ``after_run`` waits, then
+    fails for good; every other run waits a millisecond."""
+
+    def __init__(self) -> None:
+        self.in_before_run = anyio.Event()
+        self.in_after_run = anyio.Event()
+
+    async def run(
+        self, fetches: Sequence[Hashable], feed_dict: Mapping[Any, Any], options: RunOptions, run_metadata: RunMetadata
+    ) -> list[Any]:
+        if feed_dict["i"] == -1:
+            await self.in_after_run.wait()
+            raise ValueError("the other caller's bad item")
+        await anyio.sleep(0.001)
+        return [feed_dict["i"] for _ in fetches]
+
+
+class _SwallowsInAfterRun(SessionRunHook):
+    """Holds step 1's ``before_run`` until every other task waits (the other caller for the
+    phase lock, holding the other lane), then swallows the cancellation of step 1's
+    ``after_run`` (a misbehaving hook)."""
+
+    overlapping_steps = True
+
+    def __init__(self, race: _Race) -> None:
+        self.race = race
+        self.swallowed = False
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        if run_context.global_step == 0:
+            self.race.in_before_run.set()
+            await anyio.wait_all_tasks_blocked()
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if run_values.global_step == 1:
+            self.race.in_after_run.set()
+            try:
+                await anyio.sleep(10)
+            except anyio.get_cancelled_exc_class():
+                self.swallowed = True
+
+
+async def test_a_step_that_swallowed_its_cancellation_leaves_the_next_steps_a_new_scope() -> None:
+    """Another caller's fatal error cancels the ``iterate`` step in flight beside it, whose
+    ``after_run`` swallows the cancellation, so that the step ends whole: its results are
+    yielded, and the steps its runner admits next run under a new cancel scope, not the
+    cancelled one."""
+    race = _Race()
+    hook = _SwallowsInAfterRun(race)
+    async with MonitoredSession(lambda: race, [hook], max_in_flight=2) as sess:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+
+                async def other_caller() -> None:
+                    await race.in_before_run.wait()  # step 1 is being admitted: this one is step 2
+                    with pytest.raises(ValueError, match="other caller"):
+                        await sess.run("y", {"i": -1})
+
+                tg.start_soon(other_caller)
+                assert [r async for r in sess.iterate("y", feeds(6))] == list(range(6))
+    assert hook.swallowed

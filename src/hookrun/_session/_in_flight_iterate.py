@@ -164,12 +164,13 @@ class InFlightIterator(StepIterator):
         """A runner's job, holding the admission: admit the next step and run it here; then,
         if no admission is under way, take it again and admit the next one, in a fresh copy
         of the iterating task's context, and so on. The steps run one after another under
-        one cancel scope, entered anew only once a step's scope was cancelled."""
+        one cancel scope, entered anew once a step's scope was cancelled."""
         engine = self._engine
         slot: _Slot | None = None
         again: Rescope | None = None  # the step goes on under a new scope
         while True:
             scope = engine.new_scope()
+            running = renew = False
             try:
                 with scope:
                     while True:
@@ -180,18 +181,24 @@ class InFlightIterator(StepIterator):
                         else:
                             assert slot is not None and slot.step is not None
                             slot.step.scope = scope
+                        running = True
                         await self._run(slot, again)
-                        again = None
+                        running, again = False, None
                         if self._admitting or not self._may_admit():
                             return
                         self._admitting = True
                         await InContext(self._context.copy())  # as a job of its own would run
+                        if scope.cancel_called:  # its step ended whole all the same (a hook swallowed it)
+                            renew = True
+                            break
             except Rescope as exc:
                 again = exc
                 continue
-            # The scope caught the cancellation of its step: another step failed, or the
-            # iterator ended (either way, nothing is admitted after it).
-            assert slot is not None and slot.step is not None
+            if renew:
+                continue
+            # The scope caught the cancellation of its step (only a step's is ever cancelled):
+            # another step failed, or the iterator ended; either way nothing follows it.
+            assert running and slot is not None and slot.step is not None
             slot.error = engine.cancelled_error(slot.step)
             return
 
