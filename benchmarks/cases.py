@@ -29,6 +29,7 @@ from hookrun import (
     SessionRunValues,
     SingularMonitoredSession,
 )
+from hookrun._dispatch._plan import may_suspend
 from hookrun._dispatch._wake import scope_factory, waker_factory
 
 from ._harness import Case, Timing, clock, timed
@@ -476,8 +477,9 @@ def _async_floor(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
     """The least a step of ``k`` async no-op hooks does with hookrun's guarantees, and no
     dispatcher: each phase's coroutines created and awaited in turn inside one coroutine,
     started in place in one copied context (each hook's context equal to the caller's),
-    and, when a phase has more than one async hook (one may wait while another fails),
-    one cancel scope of the backend around both phases, entered before the first call.
+    and, when a phase has a hook that may wait with another after it (one may wait
+    while another fails), one cancel scope of the backend around both phases, entered
+    before the first call: none for these no-op hooks, whose code has no ``await``.
     One hook a phase is started with ``send`` itself (no coroutine around it); no hook,
     nothing at all."""
 
@@ -515,7 +517,12 @@ def _async_floor(k: int) -> Callable[[anyio.abc.TaskGroup], Probe]:
                 start(before())
                 start(after())
 
-        return nothing if k == 0 else one if k == 1 else scoped
+        async def unscoped() -> None:
+            start(before())
+            start(after())
+
+        waits = any(may_suspend(fn) for fn in befores[:-1] + afters[:-1])
+        return nothing if k == 0 else one if k == 1 else scoped if waits else unscoped
 
     return make
 

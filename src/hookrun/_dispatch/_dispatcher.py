@@ -148,7 +148,14 @@ class Dispatcher:
         if type(started) is Failed:
             raise started.error
         assert type(started) is Suspended
-        if not plan.cancellable:  # the suspended call is the last one
+        if not plan.cancellable:  # the suspended call is the last one: no other may wait
+            if started.position != len(plan.calls) - 1:  # its code changed since it was planned
+                started.owner.close()
+                raise RuntimeError(
+                    f"hookrun: hook {plan.calls[started.position].name} waited in {plan.phase}, "
+                    "but its code had no await when the session was made; replace a hook's "
+                    "methods before the session is made, not after"
+                )
             return self._finish_alone(plan, args, results, started)
         if scope is None:
             started.owner.close()  # nothing will drive it (closing the owner closes the call it awaits)

@@ -2,18 +2,22 @@
 
 ``plan_hooks`` validates the hooks (an object with none of the hook methods is
 a ``TypeError`` naming it) and records, for every phase, the hooks that really
-override that method, each marked sync or async.
+override that method, each marked sync or async, and each async one marked as
+one that may suspend or not (``may_suspend``: an ``async def`` whose own code has no
+``await``, ``async for`` or ``async with`` cannot).
 """
 
 from __future__ import annotations
 
+import dis
 import inspect
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._hook_protocol import HOOK_METHODS, SessionRunHook
 
-__all__ = ["Call", "PhasePlan", "hook_name", "is_async_callable", "plan_hooks"]
+__all__ = ["Call", "PhasePlan", "hook_name", "is_async_callable", "may_suspend", "plan_hooks"]
 
 _BASE_METHODS = {name: getattr(SessionRunHook, name) for name in HOOK_METHODS}
 
@@ -44,12 +48,36 @@ def is_async_callable(fn: object) -> bool:
     )
 
 
+#: The instructions through which a coroutine's own code can suspend (``await``,
+#: ``async for``, ``async with``; ``YIELD_FROM`` before Python 3.11).
+_SUSPENDING = frozenset({
+    "YIELD_VALUE", "YIELD_FROM", "SEND", "GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "BEFORE_ASYNC_WITH",
+    "END_ASYNC_FOR",
+})
+
+
+def may_suspend(fn: object) -> bool:
+    """Whether a call of the async callable ``fn`` may suspend. ``False`` only for an
+    ``async def`` function, or a method of one, whose own code has none of the
+    instructions of ``await``, ``async for`` and ``async with``: its coroutine cannot
+    yield to the event loop, so it runs to its end at the first ``send``, whatever it
+    calls. Anything else (a decorated or partial function, an object with an async
+    ``__call__``, compiled code) may."""
+    func = getattr(fn, "__func__", fn)  # a bound method's function
+    if type(func) is not types.FunctionType or not func.__code__.co_flags & inspect.CO_COROUTINE:
+        return True
+    return any(instruction.opname in _SUSPENDING for instruction in dis.get_instructions(func.__code__))
+
+
 class Call:
-    """One hook method of one phase: the hook's position, name, function and kind."""
+    """One hook method of one phase: the hook's position, name, function and kind
+    (``is_async``; ``may_suspend``: async, and able to wait)."""
 
-    __slots__ = ("fn", "hook", "index", "is_async", "name", "party", "phase")
+    __slots__ = ("fn", "hook", "index", "is_async", "may_suspend", "name", "party", "phase")
 
-    def __init__(self, index: int, hook: object, phase: str, fn: Callable[..., Any]) -> None:
+    def __init__(
+        self, index: int, hook: object, phase: str, fn: Callable[..., Any], *, waits: bool | None = None
+    ) -> None:
         self.index = index
         self.hook = hook
         self.name = hook_name(hook)
@@ -57,6 +85,15 @@ class Call:
         self.phase = phase
         self.fn = fn
         self.is_async = is_async_callable(fn)
+        self.may_suspend = self.is_async and (may_suspend(fn) if waits is None else waits)
+
+    def wrapped(self, fn: Callable[..., Any]) -> Call:
+        """This call running ``fn`` instead: a wrapper of its function of the same kind
+        (plain stays plain; async stays async, and awaits nothing but the function, so it
+        waits only where the function does), for the same hook, name and position."""
+        copy = Call(self.index, self.hook, self.phase, fn, waits=self.may_suspend)
+        copy.name, copy.party = self.name, self.party
+        return copy
 
 
 class PhasePlan:
@@ -79,10 +116,12 @@ class PhasePlan:
     def refresh(self) -> None:
         """Recompute what depends on the calls' functions (after the dispatcher wraps them)."""
         self.n_async = sum(call.is_async for call in self.calls)
-        #: Whether a call may be waiting while another fails (any call after an async one),
-        #: so that running the phase needs a cancel scope around the calling task.
-        first_async = next((p for p, call in enumerate(self.calls) if call.is_async), len(self.calls))
-        self.cancellable = first_async < len(self.calls) - 1
+        #: Whether a call may be waiting while another fails (any call after one that may
+        #: suspend), so that running the phase needs a cancel scope around the calling task.
+        #: An async call that cannot suspend (``may_suspend``) has ended before the next
+        #: one starts, like a plain function's: a phase of those needs no scope.
+        first_waiting = next((p for p, call in enumerate(self.calls) if call.may_suspend), len(self.calls))
+        self.cancellable = first_waiting < len(self.calls) - 1
         #: The two shapes of phase the step starts without the dispatcher (``_start.py``):
         #: every call a plain function (their functions), or one async call (its function).
         self.plain = tuple(call.fn for call in self.calls) if self.calls and not self.n_async else None

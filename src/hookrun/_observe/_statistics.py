@@ -341,11 +341,7 @@ class Collector:
     # -- timed plans -------------------------------------------------------------------------
 
     def _timed_plan(self, plan: PhasePlan, slots: Sequence[_Slot], *, exact: bool) -> PhasePlan:
-        calls = []
-        for call, slot in zip(plan.calls, slots, strict=True):
-            timed = Call(call.index, call.hook, call.phase, self._wrap(call, slot, exact))
-            timed.name, timed.party = call.name, call.party
-            calls.append(timed)
+        calls = [call.wrapped(self._wrap(call, slot, exact)) for call, slot in zip(plan.calls, slots, strict=True)]
         return PhasePlan(plan.phase, calls)
 
     def _wrap(self, call: Call, slot: _Slot, exact: bool) -> Callable[..., Any]:

@@ -59,7 +59,7 @@ class ExitHooks:
         if not self._calls:
             return begin
         self._begins = len(begin.calls)
-        return PhasePlan(begin.phase, [_copy(call, self._marked(call)) for call in begin.calls])
+        return PhasePlan(begin.phase, [call.wrapped(self._marked(call)) for call in begin.calls])
 
     async def settle(
         self, session: object, *, ending: bool, exception: BaseException | None, step: int | None = None
@@ -82,7 +82,7 @@ class ExitHooks:
         self, calls: Sequence[Call], session: object, exception: BaseException, step: int | None
     ) -> None:
         failures: list[tuple[str, BaseException]] = []
-        plan = PhasePlan("on_exception", [_copy(call, _guarded(call, failures)) for call in calls])
+        plan = PhasePlan("on_exception", [call.wrapped(_guarded(call, failures)) for call in calls])
         with anyio.move_on_after(self._grace, shield=True) as bound:
             try:
                 async with anyio.create_task_group() as tg:
@@ -122,13 +122,6 @@ class ExitHooks:
             return result
 
         return marked
-
-
-def _copy(call: Call, fn: Callable[..., Any]) -> Call:
-    """``call`` with ``fn`` in place of its function (the same hook, name and kind)."""
-    copy = Call(call.index, call.hook, call.phase, fn)
-    copy.name, copy.party = call.name, call.party
-    return copy
 
 
 def _guarded(call: Call, failures: list[tuple[str, BaseException]]) -> Callable[..., Any]:
