@@ -13,7 +13,11 @@ really waits leaves them.
 * ``pluggy_K``: a ``before_run`` and an ``after_run`` hook call of K implementations
   around the raw run;
 * ``{async,plain}_{on,off}_K``: a ``MonitoredSession`` with K async / plain no-op
-  hooks, statistics on (the default) or off.
+  hooks, statistics on (the default) or off;
+* ``awaiting_on_K``: the same with K async hooks whose methods await a coroutine that
+  returns at once: they never wait either, but their code has an ``await``, so a step
+  with more than one of them pays the cancel scope that lets a failing hook cancel a
+  waiting one (no-op hooks, whose code cannot wait, need none).
 
 Ignite runs its own synchronous loop, so it is stepped in blocks (``ignite_block``):
 ``Engine.run`` over a block of items whose process function sleeps with
@@ -34,7 +38,7 @@ import anyio
 
 from hookrun import MonitoredSession, RunMetadata, RunOptions
 
-from .cases import AsyncNoop, PlainNoop
+from .cases import AsyncNoop, AwaitsAtOnce, PlainNoop
 from .peers import pluggy_hook
 
 __all__ = ["Stepper", "WaitingSession", "bare_case", "ignite_steppers", "open_cases"]
@@ -123,7 +127,7 @@ async def _hookrun(
     stack: contextlib.AsyncExitStack, seconds: float, kind: str, k: int, statistics: bool
 ) -> Stepper:
     raw = WaitingSession(seconds)
-    cls = AsyncNoop if kind == "async" else PlainNoop
+    cls = {"async": AsyncNoop, "plain": PlainNoop, "awaiting": AwaitsAtOnce}[kind]
 
     async def create() -> WaitingSession:
         return raw
@@ -144,6 +148,7 @@ async def open_cases(
     for kind in ("plain", "async"):
         for statistics in (True, False):
             cases += [await _hookrun(stack, seconds, kind, k, statistics) for k in ks]
+    cases += [await _hookrun(stack, seconds, "awaiting", k, True) for k in ks]
     return cases
 
 

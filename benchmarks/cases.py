@@ -101,6 +101,21 @@ class AsyncNoop(SessionRunHook):
         return None
 
 
+async def _at_once() -> None:
+    return None
+
+
+class AwaitsAtOnce(SessionRunHook):
+    """Async methods that await a coroutine that returns at once: they never suspend, but
+    their code has an ``await``, so hookrun cannot tell them from hooks that may wait."""
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        await _at_once()
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        await _at_once()
+
+
 class SuspendOnce(SessionRunHook):
     """(b) async methods that suspend once each (one event-loop round trip)."""
 

@@ -60,6 +60,7 @@ ROWS = (
     ("hookrun async, statistics on", "async_on"),
     ("hookrun plain, statistics off", "plain_off"),
     ("hookrun async, statistics off", "async_off"),
+    ("hookrun async awaiting, statistics on", "awaiting_on"),
 )
 IGNITE_BLOCK = 50
 WARM_UP = 20

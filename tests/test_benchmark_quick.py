@@ -229,7 +229,7 @@ def test_waiting_quick(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result["meta"]["quick"] is True
     assert set(result["backends"]) == {"asyncio", "trio"}
-    prefixes = ["loop", "plain_on", "async_on", "plain_off", "async_off"]
+    prefixes = ["loop", "plain_on", "async_on", "plain_off", "async_off", "awaiting_on"]
     if "pluggy" not in result["skipped"]:
         prefixes.append("pluggy")
     for rows in result["backends"].values():
