@@ -104,10 +104,7 @@ class StepIterator:
         except StopAsyncIteration:
             self._done = True
             raise StopAsyncIteration from None
-        self._taken += 1
-        if feed is not None and type(feed) is not dict:
-            self._check_feed(feed)
-        return feed  # type: ignore[no-any-return]
+        return self._counted(feed)
 
     def _take_feed(self) -> Mapping[Any, Any] | None:
         """The next feed dict of sync feeds (or none at all), without a coroutine."""
@@ -122,19 +119,19 @@ class StepIterator:
         except StopIteration:
             self._done = True
             raise StopAsyncIteration from None
-        self._taken += 1
-        if feed is not None and type(feed) is not dict:
-            self._check_feed(feed)
-        return feed  # type: ignore[no-any-return]
+        return self._counted(feed)
 
-    def _check_feed(self, feed: object) -> None:
-        """Refuse the feed just taken unless it is a mapping, naming it."""
-        if not isinstance(feed, Mapping):
+    def _counted(self, feed: Any) -> Mapping[Any, Any] | None:
+        """The feed just taken, counted; refused unless it is a feed dict (a mapping) or
+        ``None``, naming it."""
+        index, self._taken = self._taken, self._taken + 1
+        if feed is not None and type(feed) is not dict and not isinstance(feed, Mapping):
             self._done = True
             raise TypeError(
-                f"iterate(): feeds item {self._taken - 1} is {type(feed).__name__} "
+                f"iterate(): feeds item {index} is {type(feed).__name__} "
                 f"{_short(feed)}; each item must be a feed dict (a mapping) or None"
             )
+        return feed
 
 
 _SWAPPED = (
