@@ -209,7 +209,9 @@ class _TracedCall(Call):
             finally:
                 trace.append(TimingRecord(call.phase, call.name, start, anyio.current_time()))
 
-        super().__init__(call.index, call.hook, call.phase, traced)
+        # ``waits``: taken to wait, as its code awaits (saying so skips reading the code,
+        # since a traced step builds its plan anew)
+        super().__init__(call.index, call.hook, call.phase, traced, waits=True)
         self.name = call.name
 
 

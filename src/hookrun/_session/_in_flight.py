@@ -363,29 +363,23 @@ class InFlight:
         """A whole step on the lane it holds, under its own cancel scope: ``(False, None)``
         when a stop kept it from being admitted, else ``(True, results)``. Ends the step."""
         again: Rescope | None = None
-        try:
-            while True:
-                try:
-                    with step.scope:
-                        return await self._run_in_scope(step, again)
-                    raise self.cancelled_error(step)  # cancelled by another step's failure
-                except Rescope as exc:  # recover, and go on, under a new scope
-                    again = exc
-                    step.scope = self.new_scope()
-        except Exception as exc:
-            if step.cause is None and not isinstance(exc, CLEAN_STOP_TYPES):
-                self.fail_others(step, exc)
-            raise
-        finally:
-            self.end(step)
+        while True:
+            try:
+                with step.scope:
+                    return await self.run_sharing_scope(step, again)
+                raise self.cancelled_error(step)  # cancelled by another step's failure (the step ended)
+            except Rescope as exc:  # recover, and go on, under a new scope
+                again = exc
+                step.scope = self.new_scope()
 
     async def run_sharing_scope(self, step: Step, again: Rescope | None = None) -> tuple[bool, Any]:
-        """``run_step`` for a task that entered ``step.scope`` itself and runs one step after
-        another under it (``iterate``'s runners: one scope for many steps, where entering
+        """The step under ``step.scope``, which the caller entered: ``run_step`` enters one
+        a step, ``iterate``'s runners one for the steps they run one after another (entering
         one a step costs about 4 us on asyncio). A cancellation of that scope goes through
         as it is, for the caller's scope to catch (the step then failed with
         ``cancelled_error``), and so does ``Rescope``: the step is not over, and goes on
-        when the caller, under a new scope, calls again with it."""
+        when the caller, under a new scope, calls again with it. Every other way out ends
+        the step."""
         ended = True
         try:
             return await self._run_in_scope(step, again)
