@@ -51,7 +51,7 @@ from ._in_flight_step import Rescope, Step
 from ._lane_sessions import LaneSessions
 from ._lanes import Lane, LanePool, PhaseLock, Turnstile
 from ._state import State
-from ._stepping import _NO_FEEDS, _after_run_args, _checked, _raw_run
+from ._stepping import NO_FEEDS, _after_run_args, _checked, _raw_run
 
 if TYPE_CHECKING:
     from ._retry import RetryBudget
@@ -284,7 +284,7 @@ class InFlight:
         self.check_cause(step)
         clock = stats.now
         run_started = clock()
-        values = await _raw_run(raw, step.keys, step.feeds or _NO_FEEDS, merged, metadata)
+        values = await _raw_run(raw, step.keys, step.feeds or NO_FEEDS, merged, metadata)
         run_seconds = clock() - run_started
         values = _checked(raw, step.keys, values)
         results = None if step.shape is None else _nest.pack(step.shape, values)

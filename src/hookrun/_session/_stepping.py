@@ -41,6 +41,7 @@ from .._hook_protocol import (
     SessionRunValues,
     TimingRecord,
 )
+from ._diagnose import note_missing_fetch
 from ._raw import check_values
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Stepping", "step_context_hooks"]
 
-_NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
+NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
 _new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level __new__
 
 
@@ -112,9 +113,9 @@ class Stepping:
         merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         try:  # _raw_run and _checked, inlined: a step after a wait pays for every call it makes
             if merged is DEFAULT_OPTIONS:
-                values = await raw.run(keys, feed_dict or _NO_FEEDS, merged, metadata)
+                values = await raw.run(keys, feed_dict or NO_FEEDS, merged, metadata)
             else:
-                values = await _run_with_options(raw, keys, feed_dict or _NO_FEEDS, merged, metadata)
+                values = await _run_with_options(raw, keys, feed_dict or NO_FEEDS, merged, metadata)
             if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
                 values = check_values(raw, keys, values)
         except BaseException as exc:
@@ -140,7 +141,7 @@ class Stepping:
         clock = stats.clock
         started = clock()
         try:
-            values = _checked(raw, keys, await _raw_run(raw, keys, feed_dict or _NO_FEEDS, merged, metadata))
+            values = _checked(raw, keys, await _raw_run(raw, keys, feed_dict or NO_FEEDS, merged, metadata))
         except BaseException as exc:
             stats.failed("run", exc)
             stats.end_sample(step, started, clock() - started, False)
@@ -166,10 +167,12 @@ class Stepping:
     async def _hooked_step(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
         run_metadata: RunMetadata | None, scope: anyio.CancelScope | None = None,
-        ctx: SessionRunContext | None = None,
+        ctx: SessionRunContext | None = None, asked: list[Any] | None = None,
     ) -> Any:
         """A step with hooks (``scope``: the step's cancel scope, when a phase needs one;
-        ``ctx``: the step's context, when ``step_context`` hooks already made it)."""
+        ``ctx``: the step's context, when ``step_context`` hooks or ``run()`` already made
+        it; ``asked``: the requests of before_run calls ``run()`` already made, when a hook
+        asked for something)."""
         raw = self._raw
         if raw is None:
             self._refuse_broken()
@@ -181,10 +184,10 @@ class Stepping:
             step = ctx.global_step
         merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         stats = self._stats
-        stats.steps = count = stats.steps + 1
-        sampled = count >= stats.next_sample  # time this step for the statistics
+        stats.steps += 1
+        sampled = stats.steps >= stats.next_sample  # time this step for the statistics
         if sampled:
-            before, after, clock = stats.before, stats.after, stats.clock
+            before, after = stats.before, stats.after
             started = stats.start_sample()
         else:
             before, after = self._before, self._after
@@ -193,17 +196,20 @@ class Stepping:
         run_seconds: float | None = None
         try:
             trace = metadata.timings if merged.trace or self._time_before_run else None
-            requests: Sequence[Any] | None = None
-            if trace is None and before.plain is not None:  # plain functions only
+            requests: Any = asked  # the hooks' requests: a list, or None when none asked for anything
+            if asked is not None:  # run() made the calls (plain functions only)
+                pass
+            elif trace is None and before.plain is not None:  # plain functions only
                 requests = call_before(before, ctx)
             elif trace is None and before.lone is not None:  # one async call
-                request = start_one(before.lone, (ctx,))
-                if type(request) is Suspended:
-                    request = await drive(request)
-                requests = None if request is None else [request]
+                requests = start_one(before.lone, (ctx,))
+                if type(requests) is Suspended:
+                    requests = await drive(requests)
+                requests = None if requests is None else [requests]
             elif before.calls:
-                starting = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
-                requests = starting if type(starting) is list else await starting  # type: ignore[misc]
+                requests = self._dispatcher.start(before, [(ctx,)] * len(before.calls), scope, trace)
+                if type(requests) is not list:
+                    requests = await requests
             where = "run"
             if requests is not None and requests.count(None) != len(requests):
                 keys, shape, shapes, feeds, merged = self._gather(fetches, feed_dict, merged, requests)
@@ -213,19 +219,17 @@ class Stepping:
             if trace is not None and not merged.trace:
                 del metadata.timings[:]  # timed in case a hook asked for a trace; none did
             if sampled:
-                run_started = clock()
+                run_started = stats.clock()
             try:  # _raw_run, inlined (as _checked below): a step after a wait pays for every call
                 if merged is DEFAULT_OPTIONS:
-                    values = await raw.run(keys, feeds or _NO_FEEDS, merged, metadata)
+                    values = await raw.run(keys, feeds or NO_FEEDS, merged, metadata)
                 else:
-                    values = await _run_with_options(raw, keys, feeds or _NO_FEEDS, merged, metadata)
+                    values = await _run_with_options(raw, keys, feeds or NO_FEEDS, merged, metadata)
             except KeyError as exc:  # a missing fetch: say which party asked for it
-                from ._diagnose import note_missing_fetch  # the error path only
-
                 note_missing_fetch(exc, fetches, self._before.calls, requests or ())
                 raise
             if sampled:
-                run_seconds = clock() - run_started
+                run_seconds = stats.clock() - run_started
             if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
                 values = check_values(raw, keys, values)
             after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
@@ -233,19 +237,21 @@ class Stepping:
             if after.calls:
                 nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
                 if after.lone is not None and not merged.trace:  # one async call
-                    done = start_one(
+                    pending = start_one(
                         after.lone,
                         (ctx, nothing) if shapes is None else _after_run_args(after.calls, ctx, shapes, values, nothing)[0],
                     )
-                    if type(done) is Suspended:
-                        await drive(done)
+                    if type(pending) is Suspended:
+                        await drive(pending)
                 elif after.plain is not None and shapes is None and not merged.trace:
                     call_after(after, ctx, nothing)  # plain functions only, none fetched anything
                 else:
-                    args = _after_run_args(after.calls, ctx, shapes, values, nothing)
-                    finishing = self._dispatcher.start(after, args, scope, metadata.timings if merged.trace else None)
-                    if type(finishing) is not list:
-                        await finishing  # type: ignore[misc]
+                    pending = self._dispatcher.start(
+                        after, _after_run_args(after.calls, ctx, shapes, values, nothing), scope,
+                        metadata.timings if merged.trace else None,
+                    )
+                    if type(pending) is not list:
+                        await pending  # type: ignore[misc]
         except BaseException as exc:
             stats.failed(where, exc)
             if sampled:

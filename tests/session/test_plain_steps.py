@@ -1,0 +1,322 @@
+"""A step whose hook calls are all plain functions runs inside ``run()`` itself, not in a
+coroutine of its own: the same step as the general one, only cheaper. Every scenario here
+runs twice, once that way and once with the session made to take the general step, and
+both must see the same: results, every hook call's arguments, errors and their notes, the
+statistics, the recovery, the cancellation."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+
+import hookrun
+from hookrun import (
+    AbortedError,
+    MonitoredSession,
+    RunOptions,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    StatisticsOptions,
+)
+from hookrun.testing import ScriptedCreator
+
+pytestmark = pytest.mark.anyio
+
+Record = list[tuple[Any, ...]]
+
+
+class PlainRecorder(SessionRunHook):
+    """Plain before_run / after_run recording what they receive; asks for ``asks`` on the
+    steps in ``ask_at``, raises ``fail`` in ``fail_in`` at step ``fail_at``."""
+
+    def __init__(
+        self, record: Record, name: str, *, asks: Any = None, ask_at: tuple[int, ...] = (),
+        fail_in: str = "", fail_at: int = -1, stop_at: int = -1,
+    ) -> None:
+        self.record, self.name = record, name
+        self.asks, self.ask_at = asks, ask_at
+        self.fail_in, self.fail_at, self.stop_at = fail_in, fail_at, stop_at
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        step = run_context.global_step
+        self.record.append((self.name, "before", step, run_context.original_args))
+        if self.fail_in == "before" and step == self.fail_at:
+            raise ValueError(f"{self.name} fails in before_run at {step}")
+        if step == self.stop_at:
+            run_context.request_stop()
+        return SessionRunArgs(self.asks) if step in self.ask_at else None
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        step = run_context.global_step
+        self.record.append(
+            (self.name, "after", step, run_values.results, run_values.global_step, run_values.options)
+        )
+        if self.fail_in == "after" and step == self.fail_at:
+            raise ValueError(f"{self.name} fails in after_run at {step}")
+
+
+class BeforeOnly(SessionRunHook):
+    def __init__(self, record: Record) -> None:
+        self.record = record
+
+    def before_run(self, run_context: SessionRunContext) -> None:
+        self.record.append(("before-only", run_context.global_step))
+
+
+class AfterOnly(SessionRunHook):
+    def __init__(self, record: Record) -> None:
+        self.record = record
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        self.record.append(("after-only", run_context.global_step, run_values.global_step))
+
+
+async def _both_ways(
+    make: Callable[[Record], MonitoredSession],
+    steps: Callable[[MonitoredSession], Awaitable[list[Any]]],
+) -> tuple[Any, Record, Any]:
+    """What ``steps`` sees, what the hooks recorded and the statistics' counts, the plain
+    way and the general way: asserted the same; returns the plain way's."""
+    seen = []
+    for plain in (True, False):
+        record: Record = []
+        sess = make(record)
+        assert sess._plain_steps, "the scenario must be one run() steps itself"
+        sess._plain_steps = plain
+        sess._stats.next_sample = 10**12  # no step timed (the first one would be): each goes its way
+        outcome = await steps(sess)
+        stats = sess.statistics() if sess._stats.enabled else None
+        counts = None if stats is None else (
+            stats.steps, stats.failed_steps, dict(sess._stats.failures),
+            [(hook.hook, hook.phase, hook.calls, hook.errors) for hook in stats.hooks],
+        )
+        seen.append((outcome, record, counts))
+    assert seen[0] == seen[1]
+    return seen[0]
+
+
+def _outcome(exc: BaseException) -> tuple[str, str, list[str]]:
+    return type(exc).__name__, str(exc), list(getattr(exc, "__notes__", []))
+
+
+async def test_results_and_hook_arguments_are_the_general_steps() -> None:
+    values = {"a": 1, "b": lambda step, feeds: step * 10, "c": "c"}
+
+    def make(record: Record) -> MonitoredSession:
+        return MonitoredSession(
+            ScriptedCreator(values),
+            [PlainRecorder(record, "first"), PlainRecorder(record, "second", asks={"c": "c"}, ask_at=(2, 4))],
+        )
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        out = []
+        async with sess:
+            out.append(await sess.run())
+            out.append(await sess.run(["a", "b"]))
+            out.append(await sess.run({"x": "a", "y": ("b", "a")}, {"fed": 3}))  # a hook asks: handed over
+            out.append(await sess.run("b"))
+            out.append(await sess.run(["fed"], {"fed": 5}))  # asks again
+            out.append(await sess.run(options=RunOptions()))  # options: the general step
+            out.append(await sess.global_step())
+        return out
+
+    outcome, record, counts = await _both_ways(make, steps)
+    assert outcome == [None, [1, 10], {"x": 1, "y": (20, 1)}, 30, [5], None, 6]
+    assert [r[2] for r in record if r[:2] == ("second", "after")] == [0, 1, 2, 3, 4, 5]
+    assert ("second", "after", 2, {"c": "c"}, 3, RunOptions()) in record
+    assert counts is not None and counts[:3] == (6, 0, {"before_run": 0, "run": 0, "after_run": 0})
+
+
+async def test_phases_with_no_call_are_skipped() -> None:
+    def make(record: Record) -> MonitoredSession:
+        return MonitoredSession(ScriptedCreator({"k": 7}), [BeforeOnly(record), AfterOnly(record)])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        async with sess:
+            out = [await sess.run("k"), await sess.run(["k"])]
+        return out
+
+    for hook in (BeforeOnly, AfterOnly):
+
+        def alone(record: Record, hook: type[SessionRunHook] = hook) -> MonitoredSession:
+            return MonitoredSession(ScriptedCreator({"k": 7}), [hook(record)])  # type: ignore[call-arg]
+
+        outcome, record, _ = await _both_ways(alone, steps)
+        assert outcome == [7, [7]]
+        assert len(record) == 2
+    outcome, record, _ = await _both_ways(make, steps)
+    assert record == [("before-only", 0), ("after-only", 0, 1), ("before-only", 1), ("after-only", 1, 2)]
+
+
+@pytest.mark.parametrize("phase", ["before", "after"])
+async def test_a_failing_hook_is_counted_in_its_phase_and_propagates(phase: str) -> None:
+    def make(record: Record) -> MonitoredSession:
+        return MonitoredSession(ScriptedCreator({"k": 1}), [PlainRecorder(record, "h", fail_in=phase, fail_at=1)])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        out: list[Any] = []
+        async with sess:
+            out.append(await sess.run("k"))
+            with pytest.raises(ValueError) as caught:
+                await sess.run("k")
+            out.append(_outcome(caught.value))
+            out.append(sess._busy)
+        return out
+
+    outcome, _, counts = await _both_ways(make, steps)
+    assert outcome == [1, ("ValueError", f"h fails in {phase}_run at 1", []), False]
+    assert counts is not None and counts[2][f"{phase}_run"] == 1
+
+
+class Answers:
+    """A session answering from ``values``; a missing key raises ``KeyError(key)``."""
+
+    def __init__(self, values: dict[Any, Any]) -> None:
+        self.values = values
+
+    async def run(self, fetches: Any, feeds: Any, options: Any, metadata: Any) -> list[Any]:
+        return [self.values[key] for key in fetches]
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_missing_fetch_names_who_asked_for_it() -> None:
+    async def create() -> Answers:
+        return Answers({"k": 1})
+
+    def make(record: Record) -> MonitoredSession:
+        return MonitoredSession(create, [PlainRecorder(record, "h", asks=["gone"])])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        out = []
+        async with sess:
+            for fetches in (["k", "nowhere"], ["k", "gone"]):  # the caller's; then the hook's too
+                with pytest.raises(KeyError) as caught:
+                    await sess.run(fetches)
+                out.append(_outcome(caught.value))
+                sess.hooks[0].ask_at = (0,)  # type: ignore[attr-defined]  # no step was counted
+        return out
+
+    outcome, _, counts = await _both_ways(make, steps)
+    assert outcome[0][2] == ["hookrun: the fetch 'nowhere' was asked for by the caller"]
+    assert outcome[1][2] == ["hookrun: the fetch 'gone' was asked for by the caller and hook h"]
+    assert counts is not None and counts[2]["run"] == 2
+
+
+async def test_a_session_answering_the_wrong_number_of_values_is_refused() -> None:
+    class Short:
+        async def run(self, fetches: Any, feeds: Any, options: Any, metadata: Any) -> list[Any]:
+            return [1]
+
+        async def aclose(self) -> None:
+            pass
+
+    async def create() -> Short:
+        return Short()
+
+    def make(record: Record) -> MonitoredSession:
+        return MonitoredSession(create, [PlainRecorder(record, "h")])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        async with sess:
+            with pytest.raises(Exception) as caught:  # both ways must raise the same
+                await sess.run(["a", "b"])
+        return [_outcome(caught.value)]
+
+    outcome, record, _ = await _both_ways(make, steps)
+    assert "Short" in outcome[0][1]
+    assert [r[1] for r in record] == ["before"]  # after_run is not called after a failed run
+
+
+async def test_a_recoverable_error_recreates_the_session_and_retries_the_step() -> None:
+    def make(record: Record) -> MonitoredSession:
+        creator = ScriptedCreator({"k": lambda step, feeds: step}, session_errors={0: {1: AbortedError("lost")}})
+        return MonitoredSession(creator, [PlainRecorder(record, "h")])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        async with sess:
+            out: list[Any] = [await sess.run("k") for _ in range(3)]
+        return [*out, sess.statistics().sessions_created]
+
+    outcome, record, counts = await _both_ways(make, steps)
+    assert outcome[-1] == 2
+    assert counts is not None and counts[2]["run"] == 1
+    assert [r[2] for r in record if r[1] == "after"] == [0, 1, 2]
+
+
+async def test_a_stop_requested_by_a_plain_hook_ends_the_steps() -> None:
+    def make(record: Record) -> MonitoredSession:
+        return MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h", stop_at=2)])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        async with sess:
+            while not sess.should_stop():
+                await sess.run()
+            with pytest.raises(hookrun.RunAfterStopError):
+                await sess.run()
+            out = [await sess.global_step()]
+        return out
+
+    outcome, _, _ = await _both_ways(make, steps)
+    assert outcome == [3]
+
+
+async def test_a_step_cancelled_in_its_run_leaves_the_session_usable() -> None:
+    def make(record: Record) -> MonitoredSession:
+        return MonitoredSession(ScriptedCreator({"k": 1}, hang_at={0: [1]}), [PlainRecorder(record, "h")])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        async with sess:
+            out = [await sess.run("k")]
+            with anyio.move_on_after(0.05) as scope:
+                await sess.run("k")
+            out += [scope.cancelled_caught, sess._busy, await sess.run("k"), await sess.global_step()]
+        return out
+
+    outcome, record, counts = await _both_ways(make, steps)
+    assert outcome == [1, True, False, 1, 2]
+    assert [r[1] for r in record] == ["before", "after", "before", "before", "after"]
+    assert counts is not None and counts[2]["run"] == 1
+
+
+async def test_only_sessions_of_plain_calls_take_the_plain_step() -> None:
+    class Async(SessionRunHook):
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            return None
+
+    class Traces(SessionRunHook):
+        traces_before_run = True
+
+        def before_run(self, run_context: SessionRunContext) -> None:
+            return None
+
+    record: Record = []
+    plain = MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h")])
+    assert plain._plain_steps
+    assert not MonitoredSession(ScriptedCreator({}))._plain_steps  # no hook: the bare step
+    assert not MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h"), Async()])._plain_steps
+    assert not MonitoredSession(ScriptedCreator({}), [Traces()])._plain_steps
+
+    class Counter(hookrun.LocalStepCounter):  # not the session's own kind: it may be awaited
+        pass
+
+    assert not MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h")], step_counter=Counter())._plain_steps
+
+
+async def test_sampled_steps_take_the_general_step_and_are_timed() -> None:
+    record: Record = []
+    sess = MonitoredSession(
+        ScriptedCreator({}), [PlainRecorder(record, "h")], statistics=StatisticsOptions(sample_every=2)
+    )
+    async with sess:
+        for _ in range(6):
+            await sess.run()
+        stats = sess.statistics()
+    assert (stats.steps, stats.sampled_steps) == (6, 3)
+    assert [(h.phase, h.calls, h.latency.count) for h in stats.hooks] == [("before_run", 6, 3), ("after_run", 6, 3)]
