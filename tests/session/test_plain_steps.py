@@ -86,8 +86,9 @@ async def _both_ways(
     for plain in (True, False):
         record: Record = []
         sess = make(record)
-        assert sess._plain_steps, "the scenario must be one run() steps itself"
-        sess._plain_steps = plain
+        assert _takes_plain_steps(sess), "the scenario must be one run() steps itself"
+        if not plain:  # the class's run: the general step
+            del sess.run
         sess._stats.next_sample = 10**12  # no step timed (the first one would be): each goes its way
         outcome = await steps(sess)
         stats = sess.statistics() if sess._stats.enabled else None
@@ -98,6 +99,10 @@ async def _both_ways(
         seen.append((outcome, record, counts))
     assert seen[0] == seen[1]
     return seen[0]
+
+
+def _takes_plain_steps(sess: MonitoredSession) -> bool:
+    return vars(sess).get("run") == sess._run_plain_steps
 
 
 def _outcome(exc: BaseException) -> tuple[str, str, list[str]]:
@@ -298,15 +303,15 @@ async def test_only_sessions_of_plain_calls_take_the_plain_step() -> None:
 
     record: Record = []
     plain = MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h")])
-    assert plain._plain_steps
-    assert not MonitoredSession(ScriptedCreator({}))._plain_steps  # no hook: the bare step
-    assert not MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h"), Async()])._plain_steps
-    assert not MonitoredSession(ScriptedCreator({}), [Traces()])._plain_steps
+    assert _takes_plain_steps(plain)
+    assert not _takes_plain_steps(MonitoredSession(ScriptedCreator({})))  # no hook: the bare step
+    assert not _takes_plain_steps(MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h"), Async()]))
+    assert not _takes_plain_steps(MonitoredSession(ScriptedCreator({}), [Traces()]))
 
     class Counter(hookrun.LocalStepCounter):  # not the session's own kind: it may be awaited
         pass
 
-    assert not MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h")], step_counter=Counter())._plain_steps
+    assert not _takes_plain_steps(MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h")], step_counter=Counter()))
 
 
 async def test_sampled_steps_take_the_general_step_and_are_timed() -> None:
@@ -320,3 +325,83 @@ async def test_sampled_steps_take_the_general_step_and_are_timed() -> None:
         stats = sess.statistics()
     assert (stats.steps, stats.sampled_steps) == (6, 3)
     assert [(h.phase, h.calls, h.latency.count) for h in stats.hooks] == [("before_run", 6, 3), ("after_run", 6, 3)]
+
+
+async def test_a_subclass_with_its_own_run_keeps_it() -> None:
+    class Logged(MonitoredSession):
+        calls = 0
+
+        async def run(self, *args: Any, **kwargs: Any) -> Any:
+            type(self).calls += 1
+            return await super().run(*args, **kwargs)
+
+    record: Record = []
+    sess = Logged(ScriptedCreator({"k": 1}), [PlainRecorder(record, "h")])
+    assert not _takes_plain_steps(sess)
+    async with sess:
+        assert await sess.run("k") == 1
+    assert Logged.calls == 1
+    assert [entry[1] for entry in record] == ["before", "after"]
+
+
+async def test_steps_in_flight_keep_the_engines_run() -> None:
+    class Overlapping(AfterOnly):
+        overlapping_steps = True
+
+    record: Record = []
+    sess = MonitoredSession(ScriptedCreator({"k": 1}), [Overlapping(record)], max_in_flight=2)
+    assert not _takes_plain_steps(sess)
+    async with sess:
+        assert await sess.run("k") == 1
+    assert record == [("after-only", 0, 1)]
+
+
+async def test_feeds_that_are_not_a_dict_are_checked_as_ever() -> None:
+    from types import MappingProxyType
+
+    def make(record: Record) -> MonitoredSession:
+        return MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h")])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        out: list[Any] = []
+        async with sess:
+            out.append(await sess.run(["x"], MappingProxyType({"x": 4})))
+            with pytest.raises(TypeError) as caught:
+                await sess.run(["x"], ["x", 4])  # type: ignore[arg-type]
+            out.append(_outcome(caught.value))
+        return out
+
+    outcome, record, _ = await _both_ways(make, steps)
+    assert outcome[0] == [4]
+    assert "the caller passed feed_dict" in outcome[1][1]
+    assert len(record) == 2  # the refused step called no hook
+
+
+class KeepsCoordinator(PlainRecorder):
+    coord: Any = None
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        type(self).coord = coord
+
+
+async def test_a_stop_or_an_error_held_by_the_coordinator_is_seen_before_the_step() -> None:
+    def make(record: Record) -> MonitoredSession:
+        return MonitoredSession(ScriptedCreator({"k": lambda step, feeds: step}), [KeepsCoordinator(record, "h")])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        out: list[Any] = []
+        async with sess:
+            out.append(await sess.run("k"))
+            KeepsCoordinator.coord.request_stop(AbortedError("a worker was lost"))  # recoverable
+            out.append(await sess.run("k"))  # on a new session
+            out.append(sess.statistics().recoveries)
+            KeepsCoordinator.coord.request_stop()  # a plain stop
+            out.append(sess.should_stop())
+            try:
+                out.append(await sess.run("k"))
+            except Exception as exc:  # whatever it is, both ways must agree
+                out.append(_outcome(exc))
+        return out
+
+    outcome, _, _ = await _both_ways(make, steps)
+    assert outcome[:4] == [0, 0, 1, True]

@@ -35,7 +35,7 @@ request is sticky at once; the session task group outlives every task it holds.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -43,21 +43,13 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
 from .._coordinator._tasks import Coordinator
-from .._dispatch import _nest
 from .._dispatch._dispatcher import Dispatcher
-from .._dispatch._merge import DEFAULT_OPTIONS, FetchLayout
+from .._dispatch._merge import FetchLayout
 from .._dispatch._overrides import hook_list
 from .._dispatch._plan import hook_name
-from .._dispatch._start import call_after, call_before
 from .._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import LocalStepCounter, StepCounter
-from .._hook_protocol import (
-    RunMetadata,
-    RunOptions,
-    SessionRunContext,
-    SessionRunValues,
-    check_feed_dict,
-)
+from .._hook_protocol import RunMetadata, RunOptions, check_feed_dict
 from .._observe._report import SessionStatistics
 from .._observe._statistics import Collector, StatisticsOptions, statistics_options
 from .._validate import (
@@ -68,19 +60,18 @@ from .._validate import (
     refuse_awaitable,
 )
 from ._checks import check_step_fn
-from ._diagnose import note_missing_fetch
 from ._exits import ExitHooks
 from ._factories import creator_function
 from ._in_flight_setup import check_max_in_flight, install_in_flight, with_occupancy
 from ._iterate import StepIterator, check_feeds
 from ._lifecycle import Lifecycle
-from ._raw import check_values
+from ._plain_steps import PlainSteps, plain_steps
 from ._recovering import Recovering
 from ._retry import RetryPolicy
 from ._state import STEPPABLE as _STEPPABLE
 from ._state import State
 from ._step_fn_context import StepContext
-from ._stepping import NO_FEEDS, Stepping, step_context_hooks
+from ._stepping import Stepping, step_context_hooks
 
 __all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
 
@@ -88,10 +79,9 @@ __all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
 T = TypeVar("T")
 
 _OPEN = State.OPEN  # read on every step: a module global is cheaper than an enum attribute
-_new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level __new__
 
 
-class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
+class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
     #: Whether recoverable errors re-create the session (MonitoredSession) or propagate.
     _recovers = False
 
@@ -142,11 +132,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
         self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
         #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
-        #: Every hook call of a step is a plain function: ``run()`` runs such a step itself.
-        self._plain_steps = (
-            self._hooked and not self._step_hooks and not self._time_before_run and self._local is not None
-            and all(plan.plain is not None or not plan.calls for plan in (self._before, self._after))
-        )
+        if type(self).run is _MonitoredSessionBase.run and plain_steps(self):  # unless a subclass has its own
+            self.run = self._run_plain_steps  # type: ignore[method-assign]  # see _plain_steps.py
         self._state = State.NEW
         self._busy = False
         #: Set by a close that waits for the step running in another task (``_lifecycle.py``).
@@ -275,48 +262,14 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping):
             check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
         self._busy = True
         try:
-            if self._recovers and (not open_ or self._coord.should_stop()):  # type: ignore[union-attr]
+            if not self._recovers:
+                return await self._step(fetches, feed_dict, options, run_metadata)
+            if not open_ or self._coord.should_stop():  # type: ignore[union-attr]  # OPEN: it exists
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
             try:
-                stats = self._stats
-                if not (self._plain_steps and open_ and options is None and stats.steps + 1 < stats.next_sample):
-                    return await self._step(fetches, feed_dict, options, run_metadata)
-                # A step of plain hook calls, untimed, without options: _hooked_step's path for it,
-                # copied here so that the step is not a coroutine of its own. A step that waits pays
-                # for every frame it goes through: this copy makes it 25-30 % cheaper (one plain hook).
-                raw, local = self._raw, self._local
-                ctx = SessionRunContext((fetches, feed_dict, None), raw, local.value, self._on_stop)  # type: ignore[union-attr]
-                metadata = RunMetadata() if run_metadata is None else run_metadata
-                stats.steps += 1
-                try:
-                    asked = call_before(self._before, ctx) if self._before.calls else None
-                except BaseException as exc:
-                    stats.failed("before_run", exc)
-                    raise
-                if asked is not None:  # a hook asked for something: the general step goes on from here
-                    stats.steps -= 1  # and counts it
-                    return await self._hooked_step(fetches, feed_dict, None, metadata, None, ctx, asked)
-                where = "run"
-                try:
-                    keys: list[Hashable] = []
-                    shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-                    try:
-                        values = await raw.run(keys, feed_dict or NO_FEEDS, DEFAULT_OPTIONS, metadata)
-                    except KeyError as exc:  # a missing fetch: the caller's, as no hook asked for any
-                        note_missing_fetch(exc, fetches, self._before.calls, ())
-                        raise
-                    if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-                        values = check_values(raw, keys, values)
-                    after_step = local.increment_nowait(1)  # type: ignore[union-attr]
-                    where = "after_run"
-                    if self._after.calls:
-                        call_after(self._after, ctx, _new_tuple(SessionRunValues, (None, DEFAULT_OPTIONS, metadata, after_step)))
-                except BaseException as exc:
-                    stats.failed(where, exc)
-                    raise
-                return None if shape is None else _nest.pack(shape, values)
+                return await self._step(fetches, feed_dict, options, run_metadata)
             except Exception as exc:
-                if not self._recovers or self._recoverable_cause(exc) is None:
+                if self._recoverable_cause(exc) is None:
                     raise
                 self._fail_over()
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
