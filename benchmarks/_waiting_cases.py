@@ -1,6 +1,7 @@
 """The cases of ``python -m benchmarks.waiting``: one step each, around a raw run that waits.
 
-Every case is opened once (``open_cases``) and then stepped one step at a time:
+Every case is opened once, in ``--copies`` copies (``open_cases``), and then stepped one
+step at a time, each step on the next copy:
 ``Stepper.step()`` runs one step and returns its wall time minus the wait its raw
 run timed itself, in µs. The raw run (``WaitingSession``) awaits
 ``anyio.sleep(seconds)`` and records how long that took, so that what is left is
@@ -41,7 +42,7 @@ from hookrun import MonitoredSession, RunMetadata, RunOptions
 from .cases import AsyncNoop, AwaitsAtOnce, PlainNoop
 from .peers import pluggy_hook
 
-__all__ = ["Stepper", "WaitingSession", "bare_case", "ignite_steppers", "open_cases"]
+__all__ = ["Copies", "Stepper", "WaitingSession", "bare_case", "ignite_steppers", "open_cases"]
 
 _perf = time.perf_counter
 
@@ -138,17 +139,33 @@ async def _hookrun(
     return Stepper(f"{kind}_{'on' if statistics else 'off'}_{k}", session.run, raw)
 
 
+class Copies:
+    """One case made several times over, its steps taken from each in turn: a case's
+    figure then does not hang on where one copy of its objects and code happens to lie
+    in memory (two copies of the same session, side by side, differ by up to 10 %)."""
+
+    __slots__ = ("_copies", "_next", "name")
+
+    def __init__(self, copies: Sequence[Stepper]) -> None:
+        self._copies, self._next, self.name = list(copies), 0, copies[0].name
+
+    async def step(self) -> float:
+        copy = self._copies[self._next]
+        self._next = (self._next + 1) % len(self._copies)
+        return await copy.step()
+
+
 async def open_cases(
-    stack: contextlib.AsyncExitStack, seconds: float, ks: Sequence[int], pluggy: bool
-) -> list[Stepper]:
-    """Every async case, open in ``stack`` (the sessions close with it)."""
-    cases = [bare_case(seconds), *(_loop(seconds, k) for k in ks)]
+    stack: contextlib.AsyncExitStack, seconds: float, ks: Sequence[int], pluggy: bool, copies: int = 1
+) -> list[Copies]:
+    """Every async case, ``copies`` times over, open in ``stack`` (the sessions close with it)."""
+    cases = [Copies([bare_case(seconds) for _ in range(copies)])]
+    cases += [Copies([_loop(seconds, k) for _ in range(copies)]) for k in ks]
     if pluggy:
-        cases += [_pluggy(seconds, k) for k in ks]
-    for kind in ("plain", "async"):
-        for statistics in (True, False):
-            cases += [await _hookrun(stack, seconds, kind, k, statistics) for k in ks]
-    cases += [await _hookrun(stack, seconds, "awaiting", k, True) for k in ks]
+        cases += [Copies([_pluggy(seconds, k) for _ in range(copies)]) for k in ks]
+    for kind, statistics in (("plain", True), ("plain", False), ("async", True), ("async", False), ("awaiting", True)):
+        for k in ks:
+            cases.append(Copies([await _hookrun(stack, seconds, kind, k, statistics) for _ in range(copies)]))
     return cases
 
 

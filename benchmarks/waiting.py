@@ -46,7 +46,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``hook
 import anyio
 
 from ._harness import emit, machine_info, pin_cpu
-from ._waiting_cases import ignite_steppers, open_cases
+from ._waiting_cases import Copies, Stepper, ignite_steppers, open_cases
 from ._waiting_probes import open_probes
 from .report import fmt
 
@@ -69,20 +69,23 @@ CHUNK = 250
 
 
 async def _chunk(
-    seconds: float, ks: Sequence[int], pluggy: bool, rounds: int, seed: int, probes: bool
+    seconds: float, ks: Sequence[int], pluggy: bool, rounds: int, seed: int, probes: bool, copies: int
 ) -> dict[str, list[float]]:
     """``rounds`` rounds of every case (or probe), after a warm-up: per case, its µs beyond
     the bare step's, one value per round."""
     out: dict[str, list[float]] = {}
     async with contextlib.AsyncExitStack() as stack:
-        cases = await (
-            open_probes(stack, seconds) if probes else open_cases(stack, seconds, ks, pluggy)
-        )
+        cases: list[Stepper] | list[Copies]
+        if probes:
+            cases = await open_probes(stack, seconds)
+        else:
+            cases = await open_cases(stack, seconds, ks, pluggy, copies)
         for _ in range(WARM_UP):
             for case in cases:
                 await case.step()
         gc.collect()
-        order, shuffle = list(cases), random.Random(seed).shuffle
+        order: list[Stepper | Copies] = list(cases)
+        shuffle = random.Random(seed).shuffle
         for _ in range(rounds):
             shuffle(order)  # each case after a random neighbour (what it left in the caches varies)
             taken = {case.name: await case.step() for case in order}
@@ -209,6 +212,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--sleep-ms", type=float, default=1.3, help="the raw run's wait")
     p.add_argument(
+        "--copies", type=int, default=3, help="copies of each case, stepped in turn (default 3)"
+    )
+    p.add_argument(
         "--probes",
         action="store_true",
         help="time the pieces of a step instead (_waiting_probes.py)",
@@ -261,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for backend in backends:
             rounds = min(chunk, args.rounds - first)
             got = anyio.run(
-                _chunk, seconds, ks, pluggy, rounds, first, args.probes, backend=backend
+                _chunk, seconds, ks, pluggy, rounds, first, args.probes, args.copies, backend=backend
             )
             for name, values in got.items():
                 raw[backend].setdefault(name, []).extend(values)
@@ -286,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pinned_cpus=pinned,
         rounds=args.rounds,
         sleep_ms=args.sleep_ms,
+        copies=args.copies,
         quick=args.quick,
         duration_s=round(time.perf_counter() - started, 1),
     )
