@@ -212,7 +212,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--sleep-ms", type=float, default=1.3, help="the raw run's wait")
     p.add_argument(
-        "--copies", type=int, default=3, help="copies of each case, stepped in turn (default 3)"
+        "--copies", type=int, default=1, help="copies of each case, stepped in turn (default 1)"
     )
     p.add_argument(
         "--probes",

@@ -405,3 +405,25 @@ async def test_a_stop_or_an_error_held_by_the_coordinator_is_seen_before_the_ste
 
     outcome, _, _ = await _both_ways(make, steps)
     assert outcome[:4] == [0, 0, 1, True]
+
+
+async def test_a_run_from_another_task_during_a_step_is_refused() -> None:
+    def make(record: Record) -> MonitoredSession:
+        return MonitoredSession(ScriptedCreator({"k": 1}, hang_at={0: [0]}), [PlainRecorder(record, "h")])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        out: list[Any] = []
+        async with sess:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sess.run, "k")  # waits in its run until cancelled
+                await anyio.wait_all_tasks_blocked()
+                with pytest.raises(RuntimeError) as caught:
+                    await sess.run("k")
+                out.append(_outcome(caught.value))
+                tg.cancel_scope.cancel()
+            out.append(await sess.run("k"))
+        return out
+
+    outcome, _, _ = await _both_ways(make, steps)
+    assert "in progress" in outcome[0][1]
+    assert outcome[1] == 1

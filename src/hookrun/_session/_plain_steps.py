@@ -1,21 +1,23 @@
 """``run`` for a monitored session whose hook calls are all plain functions: the step runs
 in ``run``'s own coroutine instead of one of its own.
 
-A step that waits (a remote call, a queue) comes back to the hooks with cold caches, and
-there every frame the step goes through costs: with one plain hook, the step's own
-coroutine was a fifth of what hookrun adds to such a step. So a session whose
-``before_run`` and ``after_run`` calls are all plain functions gets this ``run`` (the
-constructor installs it, unless a subclass has a ``run`` of its own): ``run``'s checks,
-then ``Stepping._hooked_step``'s path for plain calls, copied. The copy pays for itself:
-side by side on a step that waits 1.3 ms, one plain hook costs 17-23 % less than through
-``_monitored.py``'s ``run`` and ``_hooked_step`` (``python -m benchmarks.waiting``).
+A session whose ``before_run`` and ``after_run`` calls are all plain functions gets this
+``run`` (the constructor installs it, unless a subclass has a ``run`` of its own):
+``run``'s checks, then ``Stepping._hooked_step``'s path for plain calls, copied, so that
+the step needs no coroutine of its own. The copy pays for itself on the row it serves,
+plain hooks against pluggy (``python -m benchmarks.peers``), which misses its target of
+0.5x without it: one plain hook costs 11-21 % less a step (0.62x pluggy before, 0.51x on
+asyncio and 0.54x on trio with it), ten 7-12 % less. On a step that waits it makes one
+plain hook 17-23 % cheaper side by side with a few other cases, 3-8 % among all of
+``python -m benchmarks.waiting``'s, where more code competes for the caches.
 
-It runs only the common step: untimed by the statistics, without ``options``, no hook
-asking for anything. The others go the general way: a timed step or one with options
-from the start (``self._step``), and one where a ``before_run`` asked for something from
-there on, with the calls already made (``_hooked_step(..., asked=...)``). Errors are
-counted in their phase, a missing fetch is named, a recoverable error recovers, and the
-session is released on every way out, as in ``run``.
+It runs only the common step of an open session: untimed by the statistics, without
+``options``, no hook asking for anything. Anything else goes the general way: a call the
+class's ``run`` refuses or recovers first, a timed step, one with options or a feed that
+is not a dict, from the start; one where a ``before_run`` asked for something from there
+on, with the calls already made (``_hooked_step(..., asked=...)``). Errors are counted in
+their phase, a missing fetch is named, a recoverable error recovers, and the session is
+released on every way out, as in ``run``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from .._hook_protocol import (
     RunOptions,
     SessionRunContext,
     SessionRunValues,
-    check_feed_dict,
 )
 from ._diagnose import note_missing_fetch
 from ._raw import check_values
@@ -81,7 +82,6 @@ class PlainSteps:
     _step_done: anyio.Event | None
     _step: Callable[..., Awaitable[Any]]
     _hooked_step: Callable[..., Awaitable[Any]]
-    _admit: Callable[[str], None]
     _recoverable_cause: Callable[[BaseException], BaseException | None]
     _fail_over: Callable[[], None]
     _with_recovery: Callable[..., Awaitable[Any]]
@@ -94,55 +94,52 @@ class PlainSteps:
         run_metadata: RunMetadata | None = None,
     ) -> Any:
         """One step: before_run → session run → after_run; returns the caller's fetches."""
-        open_ = self._state is _OPEN
-        if not open_ or self._busy or self._hook_stop:
-            self._admit("run()")
-        if feed_dict is not None and type(feed_dict) is not dict:
-            check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
+        stats = self._stats
+        if (
+            self._state is not _OPEN or self._busy or self._hook_stop  # refused, or recovering first
+            or (feed_dict is not None and type(feed_dict) is not dict)  # checked there
+            or options is not None or stats.steps + 1 >= stats.next_sample  # timed, or with options
+            or (self._recovers and self._coord.should_stop())  # type: ignore[union-attr]  # may recover
+        ):
+            return await type(self).run(self, fetches, feed_dict, options, run_metadata)  # type: ignore[attr-defined]  # the class's: the general way
         self._busy = True
         try:
-            if self._recovers and (not open_ or self._coord.should_stop()):  # type: ignore[union-attr]
-                return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
+            raw, local = self._raw, self._local
+            ctx = SessionRunContext((fetches, feed_dict, None), raw, local.value, self._on_stop)  # type: ignore[union-attr]
+            metadata = RunMetadata() if run_metadata is None else run_metadata
+            stats.steps += 1
             try:
-                stats = self._stats
-                if not open_ or options is not None or stats.steps + 1 >= stats.next_sample:
-                    return await self._step(fetches, feed_dict, options, run_metadata)
-                raw, local = self._raw, self._local
-                ctx = SessionRunContext((fetches, feed_dict, None), raw, local.value, self._on_stop)  # type: ignore[union-attr]
-                metadata = RunMetadata() if run_metadata is None else run_metadata
-                stats.steps += 1
+                asked = call_before(self._before, ctx) if self._before.calls else None
+            except BaseException as exc:
+                stats.failed("before_run", exc)
+                raise
+            if asked is not None:  # a hook asked for something: the general step goes on from here
+                stats.steps -= 1  # and counts it
+                return await self._hooked_step(fetches, feed_dict, None, metadata, None, ctx, asked)
+            where = "run"
+            try:
+                keys: list[Hashable] = []
+                shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
                 try:
-                    asked = call_before(self._before, ctx) if self._before.calls else None
-                except BaseException as exc:
-                    stats.failed("before_run", exc)
+                    values = await raw.run(keys, feed_dict or NO_FEEDS, DEFAULT_OPTIONS, metadata)
+                except KeyError as exc:  # a missing fetch: the caller's, as no hook asked for any
+                    note_missing_fetch(exc, fetches, self._before.calls, ())
                     raise
-                if asked is not None:  # a hook asked for something: the general step goes on from here
-                    stats.steps -= 1  # and counts it
-                    return await self._hooked_step(fetches, feed_dict, None, metadata, None, ctx, asked)
-                where = "run"
-                try:
-                    keys: list[Hashable] = []
-                    shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-                    try:
-                        values = await raw.run(keys, feed_dict or NO_FEEDS, DEFAULT_OPTIONS, metadata)
-                    except KeyError as exc:  # a missing fetch: the caller's, as no hook asked for any
-                        note_missing_fetch(exc, fetches, self._before.calls, ())
-                        raise
-                    if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-                        values = check_values(raw, keys, values)
-                    after_step = local.increment_nowait(1)  # type: ignore[union-attr]
-                    where = "after_run"
-                    if self._after.calls:
-                        call_after(self._after, ctx, _new_tuple(SessionRunValues, (None, DEFAULT_OPTIONS, metadata, after_step)))
-                except BaseException as exc:
-                    stats.failed(where, exc)
-                    raise
-                return None if shape is None else _nest.pack(shape, values)
-            except Exception as exc:
-                if not self._recovers or self._recoverable_cause(exc) is None:
-                    raise
-                self._fail_over()
-                return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
+                if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+                    values = check_values(raw, keys, values)
+                after_step = local.increment_nowait(1)  # type: ignore[union-attr]
+                where = "after_run"
+                if self._after.calls:
+                    call_after(self._after, ctx, _new_tuple(SessionRunValues, (None, DEFAULT_OPTIONS, metadata, after_step)))
+            except BaseException as exc:
+                stats.failed(where, exc)
+                raise
+            return None if shape is None else _nest.pack(shape, values)
+        except Exception as exc:
+            if not self._recovers or self._recoverable_cause(exc) is None:
+                raise
+            self._fail_over()
+            return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
             self._busy = False
             if self._step_done is not None:  # a close from another task waits for this step
