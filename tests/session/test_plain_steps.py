@@ -427,3 +427,56 @@ async def test_a_run_from_another_task_during_a_step_is_refused() -> None:
     outcome, _, _ = await _both_ways(make, steps)
     assert "in progress" in outcome[0][1]
     assert outcome[1] == 1
+
+
+class Gated:
+    """A session whose run at step ``at`` waits for ``gate``."""
+
+    def __init__(self, at: int) -> None:
+        self.at, self.steps = at, 0
+        self.running, self.gate = anyio.Event(), anyio.Event()
+
+    async def run(self, fetches: Any, feeds: Any, options: Any, metadata: Any) -> list[Any]:
+        self.steps += 1
+        if self.steps - 1 == self.at:
+            self.running.set()
+            await self.gate.wait()
+        return [1] * len(fetches)
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_close_from_another_task_waits_for_the_plain_step() -> None:
+    def make(record: Record) -> MonitoredSession:
+        raw = Gated(at=1)
+
+        async def create() -> Gated:
+            return raw
+
+        sess = MonitoredSession(create, [PlainRecorder(record, "h")])
+        sess.raw_gate = raw  # type: ignore[attr-defined]
+        return sess
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        raw: Gated = sess.raw_gate  # type: ignore[attr-defined]
+        out: list[Any] = []
+        async with sess:
+            out.append(await sess.run("k"))
+
+            async def step() -> None:
+                out.append(await sess.run("k"))
+
+            with anyio.fail_after(10):  # a close that never learns the step ended hangs
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(step)
+                    await raw.running.wait()
+                    tg.start_soon(sess.aclose)
+                    await anyio.wait_all_tasks_blocked()
+                    out.append(sess.should_stop())
+                    raw.gate.set()
+        return out
+
+    outcome, record, _ = await _both_ways(make, steps)
+    assert outcome == [1, True, 1]
+    assert [entry[1] for entry in record] == ["before", "after", "before", "after"]
