@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import gc
 import json
+import math
 import os
 import random
 import statistics
@@ -163,8 +164,8 @@ def _rows(result: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     ks, rows = result["hook_counts"], []
     ignite = result.get("ignite")
     for label, prefix in ROWS:
-        if prefix == "pluggy" and "pluggy" in result["skipped"]:
-            continue
+        if prefix == "pluggy" and not any(f"pluggy_{ks[0]}" in data for data in result["backends"].values()):
+            continue  # not asked for, or not installed
         cells = [
             fmt(data[f"{prefix}_{k}"]["median"]) for k in ks for data in result["backends"].values()
         ]
@@ -232,6 +233,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.rounds is None:
         args.rounds = 24 if args.quick else 1000
+    if args.rounds < 1 or args.copies < 1:
+        p.error("--rounds and --copies must be >= 1")
+    if not 0 <= args.sleep_ms < math.inf:  # NaN fails too
+        p.error("--sleep-ms must be a finite number >= 0")
     if args.quick:
         args.sleep_ms = min(args.sleep_ms, 0.2)
     return args

@@ -207,6 +207,29 @@ def test_in_flight_ray_quick(tmp_path: Path) -> None:
     _check_targets(result, {f"4_actors_over_1_{b}" for b in ("asyncio", "trio")})
 
 
+@pytest.mark.parametrize(
+    "bad", [["--copies", "0"], ["--copies", "-2"], ["--rounds", "0"], ["--sleep-ms", "-1"], ["--sleep-ms", "nan"], ["--sleep-ms", "inf"]]
+)
+def test_waiting_rejects_bad_arguments(bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import waiting
+
+    with pytest.raises(SystemExit):
+        waiting.parse_args(bad)
+    assert bad[0] in capsys.readouterr().err
+
+
+def test_waiting_steps_every_copy_of_a_case(tmp_path: Path) -> None:
+    """``--copies 2``: each case is two sessions stepped in turn, one figure per round."""
+    from benchmarks import waiting
+
+    out = tmp_path / "waiting.json"
+    argv = ["--quick", "--hooks", "1", "--rounds", "3", "--copies", "2", "--backends", "asyncio", "--peers", ""]
+    assert waiting.main([*argv, "--no-pin", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["meta"]["copies"] == 2
+    assert all(value["n"] == 3 for value in result["backends"]["asyncio"].values())
+
+
 def test_waiting_quick(tmp_path: Path) -> None:
     """The waiting-step benchmark on both backends: every row for every K, and a verdict
     for each target (pluggy, and Ignite, are optional: skipped when missing)."""
