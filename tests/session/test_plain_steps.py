@@ -480,3 +480,28 @@ async def test_a_close_from_another_task_waits_for_the_plain_step() -> None:
     outcome, record, _ = await _both_ways(make, steps)
     assert outcome == [1, True, 1]
     assert [entry[1] for entry in record] == ["before", "after", "before", "after"]
+
+
+async def test_after_a_long_warm_up_errors_and_cancellation_hold() -> None:
+    """2,000 quiet steps (some timed by the statistics, so both ways are taken), then a
+    plain hook's error, a run cancelled from outside and a run that goes on as before."""
+    record: Record = []
+    warm = 2000
+    hook = PlainRecorder(record, "h", fail_in="after", fail_at=warm)
+    creator = ScriptedCreator({"k": lambda step, feeds: step}, hang_at={0: [warm + 1]})
+    sess = MonitoredSession(creator, [hook])
+    assert _takes_plain_steps(sess)
+    async with sess:
+        for step in range(warm):
+            assert await sess.run("k") == step
+        with pytest.raises(ValueError, match=f"h fails in after_run at {warm}"):
+            await sess.run("k")
+        with anyio.move_on_after(0.05) as scope:
+            await sess.run("k")  # its raw run hangs: cancelled from outside
+        assert scope.cancelled_caught and not sess._busy
+        assert await sess.run("k") == warm + 2
+        stats = sess.statistics()
+    assert 0 < stats.sampled_steps < warm // 10
+    assert (stats.steps, stats.failed_steps) == (warm + 1, 2)  # steps that ran to their end; failed ones
+    assert sess._stats.failures == {"before_run": 0, "run": 1, "after_run": 1}
+    assert record[-1][:3] == ("h", "after", warm + 1)
