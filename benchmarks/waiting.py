@@ -11,8 +11,11 @@ that wait, minus the bare loop's (``await raw.run()`` alone) in the same round, 
 loop, in an order shuffled from round to round (a step runs after a random one of
 the others: in a fixed or rotating order each case would mostly follow the same
 neighbour, and what that neighbour left in the caches biases its figure); the
-rounds are run in chunks that alternate between the backends. The figure is the
-median over the rounds. Ignite, a synchronous loop, is stepped in blocks of ``IGNITE_BLOCK``
+rounds are run in chunks that alternate between the backends, each chunk opening
+the cases anew; of each pair of sessions that differ only in their statistics, even
+chunks open the one with statistics first and odd chunks the other (the first one
+opened runs a few per cent apart from the second, the same way in every run). The
+figure is the median over the rounds. Ignite, a synchronous loop, is stepped in blocks of ``IGNITE_BLOCK``
 steps instead (its figure is per step over its own bare loop, on no event loop).
 
 Cases: the hand-written loop, pluggy and Ignite when installed, and hookrun's
@@ -70,17 +73,25 @@ CHUNK = 250
 
 
 async def _chunk(
-    seconds: float, ks: Sequence[int], pluggy: bool, rounds: int, seed: int, probes: bool, copies: int
+    seconds: float,
+    ks: Sequence[int],
+    pluggy: bool,
+    rounds: int,
+    seed: int,
+    probes: bool,
+    copies: int,
+    statistics_first: bool,
 ) -> dict[str, list[float]]:
     """``rounds`` rounds of every case (or probe), after a warm-up: per case, its µs beyond
-    the bare step's, one value per round."""
+    the bare step's, one value per round. ``statistics_first``: which session of each
+    statistics on / off pair is opened first (``open_cases``)."""
     out: dict[str, list[float]] = {}
     async with contextlib.AsyncExitStack() as stack:
         cases: list[Stepper] | list[Copies]
         if probes:
             cases = await open_probes(stack, seconds)
         else:
-            cases = await open_cases(stack, seconds, ks, pluggy, copies)
+            cases = await open_cases(stack, seconds, ks, pluggy, copies, statistics_first)
         for _ in range(WARM_UP):
             for case in cases:
                 await case.step()
@@ -268,11 +279,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     backends = args.backends.split(",")
     raw: dict[str, dict[str, list[float]]] = {b: {} for b in backends}
     chunk = min(CHUNK, args.rounds)
-    for first in range(0, args.rounds, chunk):
+    for number, first in enumerate(range(0, args.rounds, chunk)):
         for backend in backends:
             rounds = min(chunk, args.rounds - first)
+            statistics_first = number % 2 == 0  # the on / off sessions opened in turn in either order
             got = anyio.run(
-                _chunk, seconds, ks, pluggy, rounds, first, args.probes, args.copies, backend=backend
+                _chunk, seconds, ks, pluggy, rounds, first, args.probes, args.copies, statistics_first,
+                backend=backend,
             )
             for name, values in got.items():
                 raw[backend].setdefault(name, []).extend(values)

@@ -230,6 +230,43 @@ def test_waiting_steps_every_copy_of_a_case(tmp_path: Path) -> None:
     assert all(value["n"] == 3 for value in result["backends"]["asyncio"].values())
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("statistics_first", [True, False])
+async def test_waiting_opens_each_statistics_pair_in_the_order_asked(statistics_first: bool) -> None:
+    """Of the sessions that differ only in their statistics, the one asked for is opened
+    (and listed) first: the chunks alternate it, so neither always has the first place."""
+    import contextlib
+
+    from benchmarks._waiting_cases import open_cases
+
+    async with contextlib.AsyncExitStack() as stack:
+        names = [case.name for case in await open_cases(stack, 0.0, [1], False, 1, statistics_first)]
+    on_off = ["on", "off"] if statistics_first else ["off", "on"]
+    assert names == [
+        "bare", "loop_1", *(f"{kind}_{s}_1" for kind in ("plain", "async") for s in on_off), "awaiting_on_1",
+    ]
+
+
+def test_waiting_alternates_the_order_from_chunk_to_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every chunk opens the cases anew, in turn with statistics first and last, on each backend."""
+    from benchmarks import waiting
+
+    asked: list[tuple[int, bool]] = []
+
+    async def chunk(seconds: float, ks: Any, pluggy: bool, rounds: int, seed: int, probes: bool,
+                    copies: int, statistics_first: bool) -> dict[str, list[float]]:
+        asked.append((seed, statistics_first))
+        kinds = ["loop", "plain_on", "plain_off", "async_on", "async_off", "awaiting_on"]
+        return {f"{kind}_1": [1.0] * rounds for kind in kinds}
+
+    monkeypatch.setattr(waiting, "_chunk", chunk)
+    argv = ["--hooks", "1", "--rounds", "600", "--peers", "", "--no-pin", "--json", str(tmp_path / "w.json")]
+    assert waiting.main(argv) == 0
+    assert asked == [(0, True), (0, True), (250, False), (250, False), (500, True), (500, True)]
+
+
 def test_waiting_quick(tmp_path: Path) -> None:
     """The waiting-step benchmark on both backends: every row for every K, and a verdict
     for each target (pluggy, and Ignite, are optional: skipped when missing)."""
