@@ -6,10 +6,11 @@ A session whose ``before_run`` and ``after_run`` calls are all plain functions g
 ``run``'s checks, then ``Stepping._hooked_step``'s path for plain calls, copied, so that
 the step needs no coroutine of its own. The copy pays for itself on the row it serves,
 plain hooks against pluggy (``python -m benchmarks.peers``), which misses its target of
-0.5x without it: one plain hook costs 11-21 % less a step (0.62x pluggy before, 0.51x on
-asyncio and 0.54x on trio with it), ten 7-12 % less. On a step that waits it makes one
-plain hook 17-23 % cheaper side by side with a few other cases, 3-8 % among all of
-``python -m benchmarks.waiting``'s, where more code competes for the caches.
+0.5x without it: measured side by side in one process, once the session's state was in
+slots, one plain hook costs 16-18 % less a step with it (0.47x pluggy on asyncio and
+0.48x on trio, about 0.56x and 0.59x without), ten 13-14 % less. On a step that waits it
+made one plain hook 17-23 % cheaper side by side with a few other cases, 3-8 % among all
+of ``python -m benchmarks.waiting``'s, where more code competes for the caches.
 
 It runs only the common step of an open session: untimed by the statistics, without
 ``options``, no hook asking for anything. Anything else goes the general way: a call the
