@@ -47,6 +47,7 @@ from .._dispatch._wake import Wakers
 from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
 from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
+from .._inside import enter_step, inside_error, inside_step, leave_step
 from ._in_flight_step import Rescope, Step
 from ._lane_sessions import LaneSessions
 from ._lanes import Lane, LanePool, PhaseLock, Turnstile
@@ -99,6 +100,12 @@ class InFlight:
                 if not (s._recovers and held is not None and s._is_recoverable(held)):
                     return True
         return False
+
+    def check_entry(self, what: str) -> None:
+        """``check_open``, and refuse a call from inside one of the session's own steps."""
+        if inside_step(self.s):
+            raise inside_error(self.s, what)
+        self.check_open(what)
 
     def check_open(self, what: str) -> None:
         """Refuse a step, saying why, unless the session is open and no stop was requested."""
@@ -381,6 +388,7 @@ class InFlight:
         when the caller, under a new scope, calls again with it. Every other way out ends
         the step."""
         ended = True
+        inside = enter_step(self.s)
         try:
             return await self._run_in_scope(step, again)
         except Rescope:
@@ -391,6 +399,7 @@ class InFlight:
                 self.fail_others(step, exc)
             raise
         finally:
+            leave_step(inside)
             if ended:
                 self.end(step)
 
@@ -422,7 +431,7 @@ class InFlight:
         options: RunOptions | None = None, run_metadata: RunMetadata | None = None,
     ) -> Any:
         """``MonitoredSession.run`` with steps in flight: one step on a free lane."""
-        self.check_open("run()")
+        self.check_entry("run()")
         if feed_dict is not None and type(feed_dict) is not dict:
             from .._hook_protocol import check_feed_dict
 

@@ -50,6 +50,7 @@ from .._dispatch._plan import hook_name
 from .._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import LocalStepCounter, StepCounter
 from .._hook_protocol import RunMetadata, RunOptions, check_feed_dict
+from .._inside import enter_step, inside_error, inside_step, leave_step
 from .._observe._report import SessionStatistics
 from .._observe._statistics import Collector, StatisticsOptions, statistics_options
 from .._validate import (
@@ -251,6 +252,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
             raise SessionClosedError(f"{name}.{what} called while the session is being entered (from another task)")
         if self._state is State.CLOSED:
             raise SessionClosedError(f"{name}.{what} called after the session closed")
+        if self._busy and inside_step(self):
+            raise inside_error(self, what)
         if self._busy:
             raise RuntimeError(
                 f"{name}.{what} called while another run() or run_step_fn() "
@@ -279,6 +282,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         if feed_dict is not None and type(feed_dict) is not dict:
             check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
         self._busy = True
+        inside = enter_step(self)
         try:
             if not self._recovers:
                 return await self._step(fetches, feed_dict, options, run_metadata)
@@ -292,6 +296,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
                 self._fail_over()
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
+            leave_step(inside)
             self._busy = False
             if self._step_done is not None:  # a close from another task waits for this step
                 self._step_done.set()
@@ -310,7 +315,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         while the loop body runs, until 2 N results wait to be taken (``aclose()`` stops).
         """
         check_flag("iterate(): ordered", ordered)
-        if self._state not in _STEPPABLE:
+        if self._state not in _STEPPABLE or inside_step(self):
             self._admit("iterate()")
         check_feeds(feeds, fetches)
         return StepIterator(self, fetches, feeds, self._set_hook_stop)
@@ -321,11 +326,13 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         check_step_fn(step_fn)
         self._admit("run_step_fn()")
         self._busy = True
+        inside = enter_step(self)
         try:
             if self._recovers:
                 return await self._with_recovery(self._call_step_fn, step_fn)
             return await self._call_step_fn(step_fn)
         finally:
+            leave_step(inside)
             self._busy = False
             if self._step_done is not None:
                 self._step_done.set()
