@@ -92,14 +92,11 @@ class InFlight:
         s = self.s
         if s._state is not State.OPEN or s._hook_stop:
             return True
-        if not self.sessions.any_stopped:  # the common case: no coordinator was asked to stop
+        coord = self.sessions.coord
+        if coord is None or not coord.should_stop():  # the common case
             return False
-        for coord in self.sessions.coordinators:
-            if coord.should_stop():
-                held = coord.exception
-                if not (s._recovers and held is not None and s._is_recoverable(held)):
-                    return True
-        return False
+        held = coord.exception
+        return not (s._recovers and held is not None and s._is_recoverable(held))
 
     def check_entry(self, what: str) -> None:
         """``check_open``, and refuse a call from inside one of the session's own steps."""
@@ -177,10 +174,11 @@ class InFlight:
         return error
 
     async def ready(self, step: Step, budget: RetryBudget | None) -> RetryBudget | None:
-        """Re-create the step's lane first if it has no session or its coordinator holds a
-        recoverable error (a background task's)."""
+        """Re-create the step's lane first if it has no session, or if the coordinator holds
+        a recoverable error (a background task's): the first step to see it takes it (the
+        coordinator forgets it) and re-creates its own lane; the other lanes go on."""
         s, lane = self.s, step.lane
-        coord = lane.coord
+        coord = self.sessions.coord
         held = coord.exception if coord is not None and coord.should_stop() else None
         if lane.raw is not None and not (held is not None and s._is_recoverable(held)):
             return budget
@@ -188,8 +186,11 @@ class InFlight:
         if lane.raw is None:
             await self.sessions.create(lane, budget)
         else:
-            assert held is not None
-            if not s._recovers or not await self.sessions.recover(lane, held, budget):
+            assert held is not None and coord is not None
+            if not s._recovers:
+                raise held
+            coord.clear_stop()  # taken: no other step recovers for it
+            if not await self.sessions.recover(lane, held, budget):
                 raise held
         return budget
 

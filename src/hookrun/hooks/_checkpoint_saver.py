@@ -141,9 +141,10 @@ class CheckpointSaverHook(SessionRunHook):
         """Save at the current step, unless the newest valid checkpoint is of that step (the
         one just restored); a listener's stop request is ignored here.
 
-        With steps in flight (several lanes), the hook keeps the coordinator it has while
-        that one runs: another lane's new session is neither adopted nor saved (its state
-        was just restored from an older checkpoint, and the lanes still running are ahead)."""
+        With steps in flight (several lanes, one coordinator), the hook keeps the
+        coordinator it has while that one runs: another lane's new session is neither
+        adopted nor saved (its state was just restored from an older checkpoint, and the
+        lanes still running are ahead)."""
         current = self._coord
         if current is not None and not getattr(current, "should_stop", lambda: True)():
             return  # another lane's session: the coordinator in use still runs
