@@ -47,7 +47,8 @@ def ignite_stops_at(scores: Sequence[float], patience: int, min_delta: float, cu
 
 
 def keras_stops_at(
-    scores: Sequence[float], patience: int, min_delta: float, *, mode: str = "max", baseline: float | None = None
+    scores: Sequence[float], patience: int, min_delta: float, *, mode: str = "max",
+    baseline: float | None = None, start_from_epoch: int = 0,
 ) -> int | None:
     """The evaluation (1-based) at which Keras' EarlyStopping sets ``stop_training``."""
 
@@ -59,6 +60,8 @@ def keras_stops_at(
     best = -math.inf if mode == "max" else math.inf
     wait = 0
     for epoch, current in enumerate(scores):
+        if epoch < start_from_epoch:
+            continue
         wait += 1
         if is_improvement(current, best):
             best = current
@@ -132,16 +135,21 @@ async def test_the_ignite_hook_stops_where_ignite_does(
     min_delta=st.sampled_from([0.0, 0.25, 0.5]),
     mode=st.sampled_from(["min", "max"]),
     baseline=st.none() | st.integers(0, 12).map(lambda n: n / 4),
+    start_from_epoch=st.integers(0, 3),
     every=st.integers(1, 3),
 )
 async def test_the_built_in_hook_with_patience_times_the_interval_stops_where_keras_does(
     scores: list[float], patience: int, min_delta: float, mode: Literal["min", "max"],
-    baseline: float | None, every: int,
+    baseline: float | None, start_from_epoch: int, every: int,
 ) -> None:
+    """The porting page's mapping, start_from_epoch as min_steps=start_from_epoch * n + 1."""
     hook = EarlyStoppingHook(
-        "score", mode, patience_steps=patience * every, min_delta=min_delta, baseline=baseline
+        "score", mode, patience_steps=patience * every, min_delta=min_delta, baseline=baseline,
+        min_steps=start_from_epoch * every + 1,
     )
-    expected = keras_stops_at(scores, patience, min_delta, mode=mode, baseline=baseline)
+    expected = keras_stops_at(
+        scores, patience, min_delta, mode=mode, baseline=baseline, start_from_epoch=start_from_epoch
+    )
     assert await stopped_at_evaluation(hook, scores, every) == expected
 
 

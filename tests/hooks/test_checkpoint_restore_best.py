@@ -10,9 +10,10 @@ from typing import Any
 
 import anyio
 import pytest
+from examples import keras_early_stopping
 
-from hookrun import MonitoredSession, StepSession
-from hookrun.hooks import CheckpointSaverHook, EarlyStoppingHook
+from hookrun import Checkpointer, CorruptCheckpointError, MonitoredSession, StepSession
+from hookrun.hooks import CheckpointSaverHook, EarlyStoppingHook, on_after_run
 
 pytestmark = pytest.mark.anyio
 
@@ -131,3 +132,38 @@ def test_restore_best_must_be_a_bool(tmp_path: Path) -> None:
         CheckpointSaverHook(
             tmp_path, save_steps=1, monitor="loss", keep_best=1, restore_best="no"  # type: ignore[arg-type]
         )
+
+
+async def test_the_keras_example_stops_at_kerass_evaluation_and_hands_back_the_best(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The docs' example: patience 2, baseline 0.5, stop at the 4th evaluation, the 3rd's state back."""
+    assert await keras_early_stopping.main(str(tmp_path / "checkpoints")) == (16, 12)
+    assert capsys.readouterr().out == (
+        "stopped after step 16, best val_loss 0.7 at step 12; the model is back at step 12\n"
+    )
+
+
+async def test_a_corrupt_best_checkpoint_is_raised_at_end(tmp_path: Path) -> None:
+    """A best checkpoint damaged on disk is an error at exit, not another state handed back."""
+
+    @on_after_run(when=lambda step: step == 5)
+    def damage(run_context: Any, run_values: Any) -> None:
+        path = tmp_path / "ckpt-3"
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+    model = Model(LOSSES)
+    with pytest.raises(CorruptCheckpointError, match="ckpt-3"):
+        await train(model, [saver(tmp_path), damage], steps=6)
+    assert model.weight == 6
+
+
+async def test_a_checkpointer_keeping_the_best_is_enough(tmp_path: Path) -> None:
+    """With a Checkpointer of its own (keep_best set there), the best state comes back too."""
+    checkpointer = Checkpointer(tmp_path, max_to_keep=1, keep_best=1)
+    hook = CheckpointSaverHook(save_steps=1, checkpointer=checkpointer, monitor="loss", restore_best=True)
+    model = Model(LOSSES)
+    await train(model, [hook], steps=5)
+    assert model.weight == 3 and hook.restored_step == 3
