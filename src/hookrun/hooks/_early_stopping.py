@@ -184,9 +184,10 @@ class EarlyStoppingHook(_MetricStoppingHook):
 
     ``mode="min"`` (lower is better, e.g. a loss) or ``"max"`` (e.g. accuracy).
     An evaluation improves when it is better than the best so far by more than
-    ``min_delta`` (any number improves on no best; NaN never improves); ``best``
-    and ``best_step`` are the best evaluation and its step (``None`` before the
-    first improvement: never a value no evaluation produced). The wait runs
+    ``min_delta`` (with no best yet, any value but NaN and the worst infinity
+    does); ``best`` and ``best_step`` are the best evaluation and its step
+    (``None`` before the first improvement: never a value no evaluation
+    produced). The wait runs
     from the start of the first run whose evaluation counts (the session's
     first step, or ``min_steps - 1`` if later) and starts again at each
     improvement; with a ``baseline``, only at an improvement that also beats
