@@ -63,6 +63,8 @@ KINDS: dict[str, list[tuple[object, type[Exception]]]] = {
     "text-or-empty": [(5, T), ("a\x00b", V)],
     "file-name": [(5, T), ("a\x00b", V), ("", V), ("a/b", V), (".hidden", V)],
     "path": [(5, T), ("a\x00b", V), (b"dir", T)],
+    # an iterable of exception classes
+    "exception-types": [(5, T), ("x", T), (b"x", T), (KeyError, T), (_gen, T)],
 }
 REQUIRED = [(None, T)]  # for an argument with no "not given" meaning
 
@@ -140,11 +142,14 @@ ARGS = [
     Arg(_call(hookrun.WorkerSessionCreator, _factory), "max_wait_secs", "seconds>0", required=True),
     Arg(_call(hookrun.WorkerSessionCreator, _factory), "checkpoint_dir", "path"),
     Arg(_call(hookrun.Coordinator), "stop_grace_period", "seconds", required=True),
+    Arg(_call(hookrun.Coordinator), "clean_stop_exception_types", "exception-types", good=(KeyError,)),
     Arg(_call(hookrun.LocalStepCounter), "initial", "int", required=True),
     *(Arg(_call(kind, _factory), name, k, required=r)
       for kind in (hookrun.MonitoredSession, hookrun.SingularMonitoredSession)
       for name, k, r in (("stop_grace_period", "seconds", True), ("hook_timeout", "seconds>0", False))),
+    Arg(_call(hookrun.MonitoredSession, _factory), "recoverable", "exception-types", required=True, good=[KeyError]),
     Arg(_trainer, "is_chief", "flag"),
+    Arg(_trainer, "recoverable", "exception-types", required=True, good=(KeyError,)),
     Arg(_trainer, "checkpoint_dir", "path"),
     Arg(_trainer, "summary_dir", "path"),
     Arg(_trainer, "save_checkpoint_secs", "number"),
@@ -210,7 +215,7 @@ ARGS = [
     Arg(_call(h.StopOnPredicateHook, lambda: False), "run_every_secs", "seconds"),
     Arg(_call(h.StopOnPredicateHook, lambda: False), "run_every_steps", "count0"),
     Arg(_call(h.FeedFnHook), "feed_fn", "function", required=True, good=dict),
-    Arg(_call(h.GlobalStepWaiterHook), "wait_until_step", "count0", required=True, good=5),
+    Arg(_call(h.GlobalStepWaiterHook), "wait_until_step", "int", required=True, good=-3),
     Arg(_timed(h.LoggingTensorHook, "every_n_secs", "every_n_iter", tensors=["loss"]), "every_n_iter", "count"),
     Arg(_timed(h.LoggingTensorHook, "every_n_secs", "every_n_iter", tensors=["loss"]), "every_n_secs", "seconds"),
     Arg(_timed(h.LoggingTensorHook, "every_n_secs", "every_n_iter", tensors=["loss"]), "at_end", "flag"),

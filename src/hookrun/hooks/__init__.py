@@ -16,15 +16,7 @@ from typing import TYPE_CHECKING
 from .._public import publish, publish_loaded
 from .._timer import NeverTriggerTimer, SecondOrStepTimer
 from ._checkpoint_saver import CheckpointSaverHook, CheckpointSaverListener
-from ._early_stopping import (
-    EarlyStoppingHook,
-    StopOnPredicateHook,
-    ThresholdStoppingHook,
-    stop_if_higher_hook,
-    stop_if_lower_hook,
-    stop_if_no_decrease_hook,
-    stop_if_no_increase_hook,
-)
+from ._early_stopping import EarlyStoppingHook, StopOnPredicateHook, ThresholdStoppingHook
 from ._events import read_eval_metrics
 from ._feed_fn import FeedFnHook
 from ._final_ops import FinalOpsHook
@@ -43,6 +35,12 @@ from ._profiler import ProfilerHook, chrome_trace
 from ._progress import ProgressBarHook
 from ._step_counter import StepCounterHook
 from ._stop_at_step import StopAtStepHook
+from ._stop_if import (
+    stop_if_higher_hook,
+    stop_if_lower_hook,
+    stop_if_no_decrease_hook,
+    stop_if_no_increase_hook,
+)
 from ._summary_saver import SummarySaverHook
 from ._summary_writer import SummaryWriter, TensorBoardWriter
 from ._triggers import Trigger, at_step, every, when
