@@ -83,15 +83,14 @@ def _out_dir(parser: _Parser, given: Path | None) -> Path:
 
 @contextlib.contextmanager
 def _console() -> Iterator[Callable[[str], None]]:
-    """How the demo prints: around the progress bar when one is drawn, else plainly."""
+    """How the demo prints: around the progress bar when one is drawn, else plainly (the
+    bar itself writes the log lines above it while it is shown)."""
     if importlib.util.find_spec("tqdm") is None or not sys.stderr.isatty():
         yield print
         return
     from tqdm import tqdm
-    from tqdm.contrib.logging import logging_redirect_tqdm
 
-    with logging_redirect_tqdm():  # log lines go above the bar instead of through it
-        yield functools.partial(tqdm.write, file=sys.stdout)
+    yield functools.partial(tqdm.write, file=sys.stdout)
 
 
 def _traces_line(traces: Sequence[Path]) -> str:
