@@ -284,6 +284,15 @@ async def test_a_file_that_is_not_this_table_is_refused_and_left_alone(
     assert open_under(tmp_path) == []
 
 
+async def test_a_file_with_windows_line_ends_is_appended_to(tmp_path: Path) -> None:
+    """Rows ended by "\\r\\n" (the file was saved on Windows) are rows: kept, and appended to."""
+    path = tmp_path / "m.csv"
+    path.write_bytes(b'step,"loss"\r\n1,0.5\r\n')
+    await drive([MetricsFileHook(path, ["loss"]), StopAtStepHook(last_step=2)], losses,
+                step_counter=LocalStepCounter(1))
+    assert path.read_bytes() == b'step,"loss"\r\n1,0.5\r\n2,1.0\n'
+
+
 async def test_binary_junk_is_refused(tmp_path: Path) -> None:
     """Bytes that are not UTF-8: refused naming the line."""
     path = tmp_path / "m.jsonl"

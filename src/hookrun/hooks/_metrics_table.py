@@ -182,7 +182,7 @@ class MetricsTable:
     def _step_of(self, line: bytes, number: int) -> int | None:
         """The step of a complete line (``None``: the header, or a blank JSON line)."""
         try:
-            text = line.decode("utf-8")
+            text = line.decode("utf-8").removesuffix("\r")  # a line ended by "\r\n" too
         except UnicodeDecodeError:
             raise self._bad(number, line, "it is not UTF-8 text") from None
         if self.format == "csv":
@@ -200,8 +200,8 @@ class MetricsTable:
 
     def _csv_step(self, text: str, number: int, line: bytes) -> int | None:
         if number == 1:
-            if text + "\n" != self._header:
-                found = next(csv.reader([text]), [])
+            found = next(csv.reader([text]), [])
+            if found != ["step", *self.columns]:
                 raise ValueError(
                     f"{self.owner}: {self.path} has the columns {found} but this hook writes "
                     f"{['step', *self.columns]}: give another path, or move that file away"
