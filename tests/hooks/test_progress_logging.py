@@ -209,3 +209,22 @@ async def test_log_mode_leaves_the_handlers_alone(console: Console, monkeypatch:
     talker = Talker()
     await run_then_exit("end", [ProgressBarHook(10, mode="log"), talker])
     assert talker.seen == [[handler], [handler]]
+
+
+async def test_a_console_handler_on_the_hookrun_logger_is_routed_too(
+    console: Console, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handler put on the ``hookrun`` logger itself writes above the bar as well."""
+    on_terminal(monkeypatch, console)
+    terminal, _ = console
+    log = logging.getLogger("hookrun")
+    own = logging.StreamHandler(sys.stderr)
+    monkeypatch.setattr(log, "handlers", [own])
+    monkeypatch.setattr(log, "propagate", False)
+    hook = ProgressBarHook(10, mode="bar")
+    hook.before_run(context(0))
+    assert getattr(log.handlers[0], "handler", None) is own
+    log.warning("above the bar")
+    await hook.end(None)
+    assert log.handlers == [own]
+    assert "\nabove the bar\n" in terminal.getvalue().replace("\r", "\n")

@@ -40,7 +40,8 @@ class _AroundBar(logging.Handler):
         self._write = tqdm_class.write
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return bool(self.handler.filter(record))
+        # The handler's own answer, as is (from Python 3.12 a filter may return a record).
+        return self.handler.filter(record)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
