@@ -116,6 +116,10 @@ def _call(fn: Callable[..., object], *args: object, **base: Any) -> Callable[...
     return lambda tmp, **kw: fn(*args, **base, **kw)
 
 
+def _metrics_file(tmp: Path, **kw: Any) -> object:
+    return h.MetricsFileHook(**{"path": tmp / "metrics.csv", "metrics": ["loss"], **kw})
+
+
 def _decorated(decorator: Callable[..., Any]) -> Callable[..., object]:
     """``decorator(fn)`` or, for a schedule argument, ``decorator(**kw)(a function)``."""
 
@@ -233,6 +237,10 @@ ARGS = [
     Arg(_call(h.PrometheusHook), "namespace", "text-or-empty", required=True),
     Arg(_timed(h.StepCounterHook, "every_n_secs", "every_n_steps"), "every_n_steps", "count0"),
     Arg(_call(h.StepCounterHook, every_n_steps=None), "every_n_secs", "seconds", good=2.5),
+    Arg(_metrics_file, "path", "path", required=True),
+    Arg(_metrics_file, "every_n_steps", "count", required=True),
+    Arg(_metrics_file, "flush_secs", "seconds", required=True),
+    Arg(_metrics_file, "clock", "function"),
     Arg(_call(h.StepCounterHook), "output_dir", "path"),
     Arg(_call(h.StepCounterHook), "summary_tag", "text", required=True),
     Arg(_call(h.StopAtStepHook), "num_steps", "count0", good=0),

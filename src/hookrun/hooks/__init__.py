@@ -1,5 +1,5 @@
 """Built-in hooks: every TensorFlow basic session-run hook, early stopping, a progress
-bar, and decorators that turn functions into hooks.
+bar, a metrics file, and decorators that turn functions into hooks.
 
 One hook per private module; this package re-exports the public names. Hooks
 read the global step from the runtime's step counter, never from a fetch, and
@@ -30,6 +30,7 @@ from ._function_hooks import (
 )
 from ._global_step_waiter import GlobalStepWaiterHook
 from ._logging_tensor import LoggingTensorHook
+from ._metrics_file import MetricsFileHook
 from ._nan_tensor import NanLossDuringTrainingError, NanTensorHook
 from ._profiler import ProfilerHook, chrome_trace
 from ._progress import ProgressBarHook
@@ -72,6 +73,7 @@ __all__ = [
     "FunctionHook",
     "GlobalStepWaiterHook",
     "LoggingTensorHook",
+    "MetricsFileHook",
     "NanLossDuringTrainingError",
     "NanTensorHook",
     "NeverTriggerTimer",
