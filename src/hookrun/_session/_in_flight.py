@@ -165,8 +165,29 @@ class InFlight:
                 step.cause = error
                 step.scope.cancel()
 
+    async def abandon(self, why: BaseException | None) -> None:
+        """The session closes after an error or a cancellation (``why``): cancel every step
+        in flight and wait for them to end (shielded, bounded by the grace period); their
+        callers get ``SessionClosedError``. No step is admitted any more (it is closed)."""
+        s = self.s
+        closed = SessionClosedError(f"{type(s).__name__} was closed (after {why!r}) while this step was in flight")
+        for step in self.steps:
+            if step.cause is None:
+                step.cause = closed
+                step.scope.cancel()
+        if not self.steps:
+            return
+        s._step_done = done = anyio.Event()
+        try:
+            with anyio.move_on_after(2 * s._grace + 1.0, shield=True):
+                await done.wait()  # set by the last step's end
+        finally:
+            s._step_done = None
+
     def cancelled_error(self, step: Step) -> RuntimeError:
         assert step.cause is not None
+        if isinstance(step.cause, SessionClosedError):
+            return step.cause
         error = RuntimeError(
             f"step {step.number or '(not admitted yet)'} was cancelled: another step in flight failed with {step.cause!r}"
         )

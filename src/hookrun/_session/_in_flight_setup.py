@@ -63,6 +63,7 @@ def install_in_flight(session: Any, creator: object, n: int) -> None:
     session._create = engine.sessions.create_all
     session._close_current = engine.sessions.close_all
     session._backoff = engine.sessions.backoffs
+    session._abandon_steps = engine.abandon
 
     def iterate(fetches: object = None, feeds: object = None, *, ordered: bool = True) -> InFlightIterator:
         from .._validate import check_flag
