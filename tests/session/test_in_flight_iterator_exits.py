@@ -12,7 +12,7 @@ import pytest
 
 from hookrun import AbortedError, MonitoredSession, RetryPolicy, SessionRunHook, StepSession
 
-from ._in_flight_support import Gates, GatedCreator, Recorder, feeds, runners
+from ._in_flight_support import GatedCreator, Gates, Recorder, feeds, runners
 
 pytestmark = pytest.mark.anyio
 
