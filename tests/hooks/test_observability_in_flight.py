@@ -347,3 +347,43 @@ async def test_the_step_span_is_current_while_the_steps_hooks_run(n: int) -> Non
     mine = [span for span in exporter.get_finished_spans() if span.name == "my work"]
     assert len(mine) == STEPS
     assert sorted(steps.get(span.parent.span_id, -1) if span.parent else -1 for span in mine) == list(range(STEPS))
+
+
+class Hangs(OutOfOrder):
+    """As ``OutOfOrder``, but the run fed ``{"i": -1}`` sets ``started`` and waits forever."""
+
+    def __init__(self, started: anyio.Event) -> None:
+        super().__init__({})
+        self.started = started
+
+    async def run(self, fetches: Sequence[Hashable], feed_dict: Mapping[str, int], options: Any, metadata: Any) -> list[Any]:
+        if feed_dict["i"] == -1:
+            self.started.set()
+            await anyio.sleep_forever()
+        return await super().run(fetches, feed_dict, options, metadata)
+
+
+@pytest.mark.parametrize("n", [4, 16])
+async def test_a_step_whose_caller_is_cancelled_while_others_go_on(n: int) -> None:
+    """One caller's step is cancelled; the others run on: it is one failed span and one error."""
+    provider, exporter, spans = tracing()
+    otel, prom = hooks_for(True, provider)
+    started = anyio.Event()
+
+    async def create() -> Hangs:
+        return Hangs(started)
+
+    with anyio.fail_after(20):
+        async with MonitoredSession(create, [otel, prom], max_in_flight=n) as sess:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sess.run, ["x"], {"i": -1})
+                await started.wait()
+                tg.cancel_scope.cancel()
+            for i in range(5):
+                assert await sess.run(["x"], {"i": i}) == [i]
+            given_up = [span for span in step_spans(exporter) if span.status.status_code is StatusCode.ERROR]
+            assert len(given_up) == 1  # learnt at the next step's before_run, not at the exit
+            assert prom.registry.get_sample_value("hookrun_steps_total", {"outcome": "error"}) == 1
+    assert spans.started == spans.ended
+    assert sorted(step_of(span) for span in step_spans(exporter)) == [0, 0, 1, 2, 3, 4]
+    assert prom.registry.get_sample_value("hookrun_steps_total", {"outcome": "ok"}) == 5
