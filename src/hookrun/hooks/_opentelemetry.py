@@ -118,7 +118,7 @@ class OpenTelemetryHook(SessionRunHook):
         #: and how many became children (the calls after this hook's in its phase come later).
         self._tail: tuple[_StepSpan, RunMetadata, int] | None = None
 
-    def begin(self) -> None:
+    async def begin(self) -> None:
         """Forget the steps of an earlier session (their spans were ended when it exited)."""
         self._open.drain()
         self._tail = None
@@ -217,11 +217,11 @@ class OpenTelemetryHook(SessionRunHook):
                 child.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
             child.end(end_time=at(record.end))
 
-    def end(self, session: Any) -> None:
+    async def end(self, session: Any) -> None:
         """End the spans of the steps still open (given up) and make the last children."""
         self._settle(None)
 
-    def on_exception(self, session: Any, exception: BaseException) -> None:
+    async def on_exception(self, session: Any, exception: BaseException) -> None:
         """End the spans of the steps still open, saying the session exited with ``exception``."""
         self._settle(None, exception)
 
