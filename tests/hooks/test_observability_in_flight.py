@@ -387,3 +387,18 @@ async def test_a_step_whose_caller_is_cancelled_while_others_go_on(n: int) -> No
     assert spans.started == spans.ended
     assert sorted(step_of(span) for span in step_spans(exporter)) == [0, 0, 1, 2, 3, 4]
     assert prom.registry.get_sample_value("hookrun_steps_total", {"outcome": "ok"}) == 5
+
+
+@pytest.mark.parametrize(("n", "own"), NS)
+async def test_one_hook_serves_two_sessions_in_a_row(n: int, own: bool) -> None:
+    """The second session starts clean: every step of both has one span, all ended."""
+    provider, exporter, spans = tracing()
+    otel, _ = hooks_for(own, provider)
+    with anyio.fail_after(20):
+        with pytest.raises(Boom, match="bad batch"):
+            await run_steps(n, [otel], fail={9: Boom("bad batch")})
+        assert await run_steps(n, [otel]) == [[i] for i in range(STEPS)]
+    assert spans.started == spans.ended
+    ok = [step_of(span) for span in step_spans(exporter) if span.status.status_code is StatusCode.UNSET]
+    assert sorted(step for step in ok if step >= 9) == list(range(9, STEPS))  # the second session's, once
+    assert STEPS < len(ok) <= STEPS + 9

@@ -119,8 +119,8 @@ class OpenTelemetryHook(SessionRunHook):
         self._tail: tuple[_StepSpan, RunMetadata, int] | None = None
 
     async def begin(self) -> None:
-        """Forget the steps of an earlier session (their spans were ended when it exited)."""
-        self._open.drain()
+        """Start clean: what an earlier session left open (nothing, once it exited) is ended."""
+        self._settle(None)
         self._tail = None
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:

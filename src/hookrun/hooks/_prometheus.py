@@ -127,7 +127,7 @@ class PrometheusHook(SessionRunHook):
 
     async def begin(self) -> None:
         """Start serving ``/metrics`` when a port was given."""
-        self._open.drain()
+        self._settle(None)  # what an earlier session left open (nothing, once it exited)
         self._tail = None
         if self._port is not None and self._server is None:
             # Not abandoned if cancelled: the thread's server is recorded before it returns.
