@@ -138,3 +138,12 @@ async def test_bad_in_flight_arguments_are_named(kwargs: dict[str, Any], error: 
     """max_in_flight, options with it, and lags are checked before anything runs."""
     with pytest.raises(error, match=match):
         await drive(Fetches(), steps=3, **kwargs)
+
+
+async def test_each_call_names_its_steps_lane_session() -> None:
+    """With lanes, a call's session is the one its step ran on (the re-created one after a recovery)."""
+    hook = Fetches()
+    record = await drive(hook, steps=LOSSES, errors={5: "unavailable"}, max_in_flight=4)
+    ran_on = {run.index: run.session for run in record.runs if run.outcome == "returned"}
+    assert {call.step: call.session for call in record.of(hook, "after_run")} == ran_on
+    assert ran_on[5] == 4  # step 5 ran again on its lane's new session

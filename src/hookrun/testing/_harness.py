@@ -209,7 +209,11 @@ class _Life:
         ]
         self.index = 0  # the next script step: advanced by each run that returns
 
-    def current_session(self) -> int:
+    def current_session(self, session: object = None) -> int:
+        """The number of ``session`` if it is one of this life's (a step's lane's), else of
+        the session created last."""
+        if isinstance(session, _ScriptedRunSession) and session.life is self:
+            return session.number
         return self.record.sessions - 1
 
     def wants_run(self) -> bool:

@@ -23,8 +23,9 @@ class HookCall:
 
     ``step`` is ``run_context.global_step`` (the step before the run) for
     ``before_run``/``after_run``, else ``None``; ``time`` is the clock's
-    reading when the call began; ``session`` numbers the session current at
-    the call (0 for the first, -1 before any). ``outcome`` is ``"running"``,
+    reading when the call began; ``session`` numbers the session of the call's step (or
+    the one it was given, for ``after_create_session``; else the session created last:
+    0 for the first, -1 before any). ``outcome`` is ``"running"``,
     ``"returned"``, ``"raised"`` or ``"cancelled"``. ``exception`` is what an
     ``on_exception`` call received (the error, or the cancellation), else ``None``.
     """

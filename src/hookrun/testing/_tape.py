@@ -40,7 +40,7 @@ _BASE = {name: getattr(SessionRunHook, name) for name in HOOK_METHODS}
 class Tape:
     """Records the calls of ``record.hooks`` into ``record.calls`` while ``patched()``."""
 
-    def __init__(self, record: Record, clock: Clock, session_number: Callable[[], int]) -> None:
+    def __init__(self, record: Record, clock: Clock, session_number: Callable[[object], int]) -> None:
         self.record = record
         self.clock = clock
         self.session_number = session_number
@@ -105,7 +105,8 @@ class Tape:
         """Record the call's start; return it and the arguments to call the hook with."""
         ctx = args[0] if args and isinstance(args[0], SessionRunContext) else None
         step = ctx.global_step if ctx is not None else None
-        call = HookCall(hook, _name(hook), phase, step, self.clock(), self.session_number())
+        session = ctx.session if ctx is not None else args[0] if phase == "after_create_session" else None
+        call = HookCall(hook, _name(hook), phase, step, self.clock(), self.session_number(session))
         if phase == "on_exception" and len(args) > 1 and isinstance(args[1], BaseException):
             call.exception = args[1]
         self.record.calls.append(call)
