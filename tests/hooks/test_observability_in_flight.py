@@ -299,12 +299,6 @@ async def test_prometheus_counts_every_step_once_over_http(n: int, own: bool, ex
     assert seen[("hookrun_hook_seconds_count", (("hook", "Order"), ("phase", "after_run")))] == done
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="the engine refuses any hook with a step_context at max_in_flight > 1 (check_max_in_flight), "
-    "even one declaring overlapping_steps that observes its steps without it",
-)
 async def test_the_hooks_are_accepted_with_steps_in_flight() -> None:
     """Both declare overlapping_steps; a session with steps in flight takes them as they are."""
     for hook in (OpenTelemetryHook(), PrometheusHook()):
@@ -325,19 +319,7 @@ class Nested(SessionRunHook):
             await anyio.lowlevel.checkpoint()
 
 
-@pytest.mark.parametrize(
-    "n",
-    [
-        1,
-        pytest.param(4, marks=pytest.mark.xfail(
-            strict=True,
-            reason="with steps in flight the engine refuses a hook with a step_context and enters "
-            "none, and a hook cannot make its span current for the other hooks of its step by "
-            "itself (the step's phases run in several tasks): the engine would have to enter the "
-            "step's context around each of its phases",
-        )),
-    ],
-)
+@pytest.mark.parametrize("n", [1, 4])
 async def test_the_step_span_is_current_while_the_steps_hooks_run(n: int) -> None:
     """A span a hook starts in before_run is a child of its step's span."""
     provider, exporter, _ = tracing()
@@ -405,18 +387,7 @@ async def test_one_hook_serves_two_sessions_in_a_row(n: int, own: bool) -> None:
     assert STEPS <= len(ok) <= STEPS + 9
 
 
-@pytest.mark.parametrize(
-    "n",
-    [
-        1,
-        pytest.param(4, marks=pytest.mark.xfail(
-            strict=True,
-            reason="with steps in flight the engine refuses a hook with a step_context and enters "
-            "none; without it a hook never learns the error of a step given up (no after_run, "
-            "and ended does not say why)",
-        )),
-    ],
-)
+@pytest.mark.parametrize("n", [1, 4])
 async def test_a_failed_steps_span_holds_its_error(n: int) -> None:
     """The span of a step whose run raised has the error as an exception event."""
     provider, exporter, _ = tracing()

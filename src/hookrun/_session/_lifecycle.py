@@ -229,9 +229,11 @@ class Lifecycle:
 
     async def _abandon_steps(self, why: BaseException | None) -> None:
         """Cancel the steps in flight and wait for them to end (shielded, bounded by the grace
-        period), so that no hook call runs beside ``on_exception``. One step at a time runs
-        in its caller's task, which this cannot cancel: nothing to do (steps in flight:
-        ``InFlight.abandon``)."""
+        period), so that no hook call runs beside ``on_exception`` (``InFlight.abandon``).
+        One step at a time runs in its caller's task, which this cannot cancel: nothing to do."""
+        engine = getattr(self, "_in_flight", None)
+        if engine is not None:
+            await engine.abandon(why)
 
     async def _end_hooks(
         self, was: State, call_end: bool, failures: list[BaseException], error: BaseException | None
