@@ -95,7 +95,7 @@ def mean_latency(seconds: float | None, steps: int) -> float:
     """The mean latency of the first ``steps`` steps (``seconds`` when it is fixed)."""
     if seconds is not None:
         return seconds
-    return sum(feed["s"] for feed in _feeds(steps, None)) / steps
+    return float(sum(feed["s"] for feed in _feeds(steps, None))) / steps
 
 
 def _session(seconds: float | None) -> SleepSession:
