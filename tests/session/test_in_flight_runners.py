@@ -5,7 +5,7 @@ raw runs starting in feed order, and none left once the iterator ended."""
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -205,11 +205,22 @@ async def test_a_step_that_swallowed_its_cancellation_leaves_the_next_steps_a_ne
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
 
+                failed = anyio.Event()
+
                 async def other_caller() -> None:
                     await race.in_before_run.wait()  # step 1 is being admitted: this one is step 2
                     with pytest.raises(ValueError, match="other caller"):
                         await sess.run("y", {"i": -1})
+                    failed.set()
+
+                async def later_feeds() -> AsyncIterator[dict[str, int]]:
+                    # Step 1's run frees its lane at once: the next feed comes after the
+                    # failure, so that step 1 is the only iterate step it cancels.
+                    for i, feed in enumerate(feeds(6)):
+                        if i == 1:
+                            await failed.wait()
+                        yield feed
 
                 tg.start_soon(other_caller)
-                assert [r async for r in sess.iterate("y", feeds(6))] == list(range(6))
+                assert [r async for r in sess.iterate("y", later_feeds())] == list(range(6))
     assert hook.swallowed

@@ -1,59 +1,52 @@
 """Steps in flight: the engine of a monitored session made with ``max_in_flight=N > 1``.
 
 The session has N lanes (``_lanes.py``), each with its own raw session
-(``_lane_sessions.py``). A step holds one lane from admission to its end:
+(``_lane_sessions.py``), and one coordinator. A step goes through:
 
-1. admission (``begin``): a free lane (waiting for one: back-pressure), then the phase
-   lock; a stop requested by then admits nothing; the step gets its number ``n`` (the
-   global step its ``after_run`` sees) and runs its ``before_run`` phase, in admission
-   order, under the lock. A step whose first ``before_run`` phase failed holds admission
-   until that phase is whole (its re-run after recovery) or the step ends, so no hook sees
-   ``before_run(n+1)`` before ``before_run(n)`` and a stop it requests admits no later step;
-2. the raw run, on the lane's session, outside the lock: runs of several steps overlap;
-3. the turnstile lets its ``after_run`` phase through once the steps before it are done
-   (``n-1``'s ``after_run`` returned, or it was given up): the step counter moves and its
-   ``after_run`` phase runs, under the lock.
+1. admission (``admit``): a ticket (at most ``2 N`` steps admitted and not yet ended),
+   a free lane (waiting for both: back-pressure), then the phase lock; a stop requested
+   by then admits nothing; the step gets its number ``n`` (the global step its
+   ``after_run`` sees) and runs its ``before_run`` phase, in admission order, under the
+   lock. A step whose first ``before_run`` phase failed holds admission until that phase
+   is whole (its re-run after recovery) or the step ends;
+2. the raw run, on the lane's session, outside the lock: runs of several steps overlap.
+   When it returns the lane is free for the next admission;
+3. the turnstile lets its ``after_run`` phase through once the steps before it are done:
+   the step counter moves to ``n`` (past the numbers given up before it) and its
+   ``after_run`` phase runs, under the lock (``_in_flight_phases.py``).
 
-The phase lock makes "one hook phase at a time" hold (``before_run`` phases,
-``after_run`` phases and ``after_create_session``); the turnstile makes ``after_run`` come
-in step order, so when ``after_run(n)`` runs, steps up to ``n`` are done.
+So hooks see one phase at a time, ``before_run`` and ``after_run`` each in step order;
+between ``before_run(n)`` and ``after_run(n)`` come at most the ``before_run`` of steps
+``n+1 .. n+2N-1``. ``run_context.global_step`` is ``n - 1``, ``run_values.global_step``
+is ``n``. With nothing in flight the next number is read from the counter again.
 
-Global step: ``run_context.global_step`` is ``n - 1``, ``run_values.global_step`` the
-counter after its increment, ``n``: the counter moves to ``n`` in ``after_run(n)``, past the
-numbers of the steps given up before it. When nothing is in flight the next number is read
-from the counter again, so a number given up past the last one counted is handed out
-again, as with one lane.
-
-Failures: a recoverable error re-creates the step's lane alone and re-runs the step there
-with its number (``before_run`` again); a clean-stop error stops admission and gives the
-step up; any other error cancels every other step in flight (they raise a ``RuntimeError``
-saying which step failed, and start no hook phase and no raw run) and propagates. Every
-step, however it ends, gives its lane back and its number up, and marks its run context
-ended. Its hook phases run under its cancel scope (one a step, not one a phase): a hook
-failing beside a waiting one cancels it to stop the phase, so the step recovers under a
-new one (``Rescope``).
+Failures: a recoverable error re-creates the lane the step failed on and re-runs the step
+there with its number (a step whose run had returned takes that lane again first); a
+clean-stop error stops admission and gives the step up; any other error cancels every
+other step in flight (they raise a ``RuntimeError`` saying which step failed, and start
+no hook phase and no raw run) and propagates. Every step, however it ends, gives its
+lane, ticket and number up, leaves its hooks' ``step_context``s and marks its run context
+ended. Its hook phases run under its cancel scope: a hook failing beside a waiting one
+cancels it to stop the phase, so the step recovers under a new one (``Rescope``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._dispatch import _nest
-from .._dispatch._merge import DEFAULT_OPTIONS, check_options
 from .._dispatch._wake import Wakers
 from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
-from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
+from .._hook_protocol import RunMetadata, RunOptions
 from .._inside import enter_step, inside_error, inside_step, leave_step
+from ._in_flight_phases import before_phase, failed, run_and_after
 from ._in_flight_step import Rescope, Step
 from ._lane_sessions import LaneSessions
-from ._lanes import Lane, LanePool, PhaseLock, Turnstile
+from ._lanes import Lane, LanePool, Occupancy, PhaseLock, Tickets, Turnstile
 from ._state import State
-from ._stepping import NO_FEEDS, _after_run_args, _checked, _raw_run
 
 if TYPE_CHECKING:
     from ._retry import RetryBudget
@@ -71,7 +64,11 @@ class InFlight:
         self.n = n
         self.lanes = [Lane(i) for i in range(n)]
         self.wakers = Wakers()  # for the lanes, the turnstile, the iterators and their runners
-        self.pool = LanePool(self.lanes, session._stats.now, self.wakers)
+        self.pool = LanePool(self.lanes, self.wakers)
+        self.occupancy = Occupancy(session._stats.now)
+        #: The steps admitted and not yet ended hold one of these: at most ``window`` of them.
+        self.window = 2 * n
+        self.tickets = Tickets(self.window, self.wakers)
         self.turn = Turnstile(self.wakers)
         session._stats.spread(n)
         self.sessions = LaneSessions(session, creator, self.lanes, self.phase)
@@ -121,20 +118,52 @@ class InFlight:
 
     # -- lanes ------------------------------------------------------------------------------
 
+    def free(self) -> bool:
+        """Whether a step may take a ticket and a lane now, without waiting."""
+        return self.tickets.free() and self.pool.free()
+
     async def take_lane(self, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None = None) -> Step:
-        """A step holding a free lane (waits for one), under ``scope`` (default: a new one);
-        the session is busy until it ends."""
-        return self._holding(await self.pool.acquire(), args, scope)
+        """A step holding a ticket and a free lane (waits for them, in that order), under
+        ``scope`` (default: a new one); the session is busy until it ends."""
+        await self.tickets.acquire()
+        try:
+            lane = await self.pool.acquire()
+        except BaseException:
+            self.tickets.release()
+            raise
+        return self._holding(lane, args, scope)
 
     def take_free_lane(self, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope) -> Step:
-        """``take_lane`` when ``pool.free()``: without a wait, and without a coroutine."""
+        """``take_lane`` when ``free()``: without a wait, and without a coroutine."""
+        self.tickets.take()
         return self._holding(self.pool.take(), args, scope)
 
     def _holding(self, lane: Lane, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None) -> Step:
         step = Step(lane, args, self.new_scope() if scope is None else scope)
+        step.holds_lane = True
         self.steps.add(step)
+        self.occupancy.change(1)
         self.s._busy = True
         return step
+
+    def free_lane(self, step: Step) -> None:
+        """``step``'s run returned: its lane goes to the next admission (the step keeps its
+        ticket until it ends)."""
+        if step.holds_lane:
+            step.holds_lane = False
+            self.pool.release(step.lane)
+            if step.on_freed is not None:
+                step.on_freed()
+
+    async def lane_again(self, step: Step) -> bool:
+        """A step that failed is re-run on the lane it failed on: one that gave it back takes
+        it again (waiting for it). Whether the session it failed on is still the lane's
+        (else a recovery of another step replaced it meanwhile: nothing to re-create)."""
+        if not step.holds_lane:
+            await self.pool.acquire_lane(step.lane)
+            step.holds_lane = True
+        raw = step.lane.raw
+        return raw is None or step.ctx is None or step.ctx.session is raw
 
     def new_scope(self) -> anyio.CancelScope:
         """A cancel scope of the running backend's own class."""
@@ -148,7 +177,9 @@ class InFlight:
             step.ctx.ended = True  # a periodic hook forgets what it expected of the step
         self.unhold(step)
         self.steps.discard(step)
-        self.pool.release(step.lane)
+        self.free_lane(step)
+        self.tickets.release()
+        self.occupancy.change(-1)
         if not self.steps:
             self._next = None  # nothing in flight: the next number comes from the counter
             s = self.s
@@ -267,89 +298,13 @@ class InFlight:
             raise
 
     def _failed(self, step: Step, exc: BaseException) -> None:
-        stats = self.s._stats
-        stats.failed(step.where, exc)
-        if step.sampled:
-            stats.end_sample(step.number, step.started, None, False, self._sharing(step), step.sampled)
-            step.sampled = 0
+        failed(self, step, exc)
 
     async def _before_phase(self, step: Step) -> None:
-        s, stats = self.s, self.s._stats
-        fetches, feed_dict, options, run_metadata = step.args
-        if step.ctx is not None:  # a re-run: the attempt before it is over
-            step.ctx.ended = True
-        step.ctx = ctx = InFlightRunContext((fetches, feed_dict, options), step.lane.raw, step.number - 1, s._on_stop)
-        step.metadata = metadata = RunMetadata() if run_metadata is None else run_metadata
-        if s._step_hooks:  # entered here, in the task and context the whole step runs in
-            contexts = ExitStack()
-            step.contexts = contexts
-            for hook in s._step_hooks:
-                contexts.enter_context(hook.step_context(ctx, metadata))
-        step.where = "before_run"
-        stats.steps = count = stats.steps + 1
-        if count >= stats.next_sample:
-            step.sampled = count
-            step.started = stats.start_sample()
-            step.occupied = self.pool.occupancy()
-            # The next step to time, picked now: the steps admitted while this one is in
-            # flight are not all timed (its end picks again, from the same count).
-            stats.next_sample = count + stats.gap
-        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
-        before = stats.before if step.sampled else s._before
-        trace = metadata.timings if merged.trace or s._time_before_run else None
-        requests = None
-        if before.calls:  # under the step's scope, which a failing hook may cancel (``Rescope``)
-            started = s._dispatcher.start(before, [(ctx,)] * len(before.calls), step.scope, trace)
-            requests = started if type(started) is list else await started
-        if requests is not None and requests.count(None) != len(requests):
-            step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(fetches, feed_dict, merged, requests)
-        else:
-            step.keys, step.shapes, step.feeds = [], None, feed_dict
-            step.shape = None if fetches is None else _nest.index(fetches, "the caller", step.keys, {})
-        if trace is not None and not merged.trace:
-            del metadata.timings[:]
-        step.merged = merged
+        await before_phase(self, step)
 
     async def _run_and_after(self, step: Step) -> Any:
-        """The raw run, then (in step order, under the lock) the counter and ``after_run``."""
-        s, stats = self.s, self.s._stats
-        raw, metadata, merged = step.lane.raw, step.metadata, step.merged
-        assert metadata is not None and step.ctx is not None
-        step.where = "run"
-        self.check_cause(step)
-        clock = stats.now
-        run_started = clock()
-        values = await _raw_run(raw, step.keys, step.feeds or NO_FEEDS, merged, metadata)
-        run_seconds = clock() - run_started
-        values = _checked(raw, step.keys, values)
-        results = None if step.shape is None else _nest.pack(step.shape, values)
-        if step.on_ran is not None:
-            step.on_ran(results)
-        await self.turn.wait(step.number)
-        async with self.phase():
-            self.check_cause(step)
-            step.where = "after_run"
-            if step.counted is None:  # to its number, past the numbers given up before it
-                moves, self._counted = step.number - self._counted, step.number
-                local = s._local
-                step.counted = local.increment_nowait(moves) if local is not None else await s._counter.increment(moves)
-            after = stats.after if step.sampled else s._after
-            if after.calls:
-                nothing = _new_tuple(SessionRunValues, (None, merged, metadata, step.counted))
-                args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
-                started = s._dispatcher.start(after, args, step.scope, metadata.timings if merged.trace else None)
-                if type(started) is not list:
-                    await started
-        if step.sampled:
-            stats.end_sample(step.number, step.started, run_seconds, True, self._sharing(step), step.sampled)
-        return results
-
-    def _sharing(self, step: Step) -> int:
-        """How many steps shared a timed step's time: the mean in flight over its life."""
-        elapsed: float = self.s._stats.now() - step.started
-        if elapsed <= 0:
-            return max(1, self.pool.busy)
-        return max(1, round((self.pool.occupancy() - step.occupied) / elapsed))
+        return await run_and_after(self, step)
 
     async def attempt(self, step: Step, budget: RetryBudget | None, *, admitted: bool) -> Any:
         """One attempt at the rest of a step (``before_run`` again unless ``admitted``)."""
@@ -380,13 +335,26 @@ class InFlight:
                     raise Rescope(failed, budget)  # nothing more can wait under that scope
                 step.leave_contexts(failed)  # the attempt is over; the re-run enters them anew
                 budget = budget or s._retry.budget()
-                if not await self.sessions.recover(step.lane, failed, budget):
+                if not await self._recover(step, failed, budget):
                     self.fail_others(step, failed)
                     raise failed
             try:
                 return await self.attempt(step, budget, admitted=failed is None)
             except Exception as exc:
                 failed = exc
+
+    async def _recover(self, step: Step, failed: BaseException, budget: RetryBudget) -> bool:
+        """Re-create the lane ``step`` failed on, for its re-run there; False when the retry
+        policy gives up. A step whose run had returned gave its lane back: the policy says
+        first whether to retry, then the step takes that lane again (waiting for it), whose
+        session is re-created unless another step's recovery replaced it meanwhile."""
+        sessions = self.sessions
+        if step.holds_lane:
+            return await sessions.recover(step.lane, failed, budget)
+        action = f"recovering: re-running step {step.number} on lane {step.lane.index}"
+        if not await sessions.wait_to_retry(budget, failed, action):
+            return False
+        return not await self.lane_again(step) or await sessions.recover(step.lane, failed, budget, waited=True)
 
     def recovers_from(self, step: Step, exc: BaseException) -> bool:
         """Whether ``exc`` re-creates the step's lane and re-runs the step."""

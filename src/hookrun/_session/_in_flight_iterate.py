@@ -159,7 +159,7 @@ class InFlightIterator(StepIterator):
     def _may_admit(self, *, waiting: bool = False) -> bool:
         """Whether one more step may be admitted now (``waiting``: even if it must wait for
         a lane, as when nothing is pending)."""
-        return not self._exhausted and len(self._pending) < self._window and (waiting or self._engine.pool.free())
+        return not self._exhausted and len(self._pending) < self._window and (waiting or self._engine.free())
 
     # -- in the runners ---------------------------------------------------------------------
 
@@ -239,7 +239,7 @@ class InFlightIterator(StepIterator):
         try:
             if self._exhausted or engine.should_stop():
                 self._exhausted = True
-            elif not self._async_items and engine.pool.free():  # neither the feed nor the lane waits
+            elif not self._async_items and engine.free():  # neither the feed nor the lane waits
                 step = engine.take_free_lane((self._fetches, _own(self._take_feed()), None, None), scope)
             else:
                 try:
@@ -268,6 +268,7 @@ class InFlightIterator(StepIterator):
         if not self._ordered:
             step.on_ran = slot.on_ran
         step.on_admitted = self._admitted
+        step.on_freed = self._lane_freed
         self._pending.append(slot)
         return slot
 
@@ -286,6 +287,13 @@ class InFlightIterator(StepIterator):
         if whole and self._may_admit():
             # The session's task group closing refuses it: the next ``__anext__`` says so.
             with contextlib.suppress(RuntimeError):
+                self._start_admission()
+
+    def _lane_freed(self) -> None:
+        """A step's run returned and freed its lane: the next admission starts, if none is
+        under way and there is room."""
+        if not self._admitting and self._may_admit():
+            with contextlib.suppress(RuntimeError):  # the session's task group is closing
                 self._start_admission()
 
     def _end_admission(self) -> None:

@@ -73,4 +73,4 @@ def install_in_flight(session: Any, creator: object, n: int) -> None:
 
 def with_occupancy(session: Any, snapshot: SessionStatistics) -> SessionStatistics:
     """``snapshot`` with the lanes' occupancy."""
-    return dataclasses.replace(snapshot, mean_in_flight=session._in_flight.pool.mean_in_flight())
+    return dataclasses.replace(snapshot, mean_in_flight=session._in_flight.occupancy.mean_in_flight())

@@ -23,12 +23,35 @@ class Step:
     """One step in flight: its lane, number, arguments and what its phases computed."""
 
     __slots__ = (
-        "args", "cause", "contexts", "counted", "ctx", "feeds", "keys", "lane", "merged", "metadata", "number",
-        "occupied", "on_admitted", "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
+        "args",
+        "cause",
+        "contexts",
+        "counted",
+        "ctx",
+        "feeds",
+        "holds_lane",
+        "keys",
+        "lane",
+        "merged",
+        "metadata",
+        "number",
+        "occupied",
+        "on_admitted",
+        "on_freed",
+        "on_ran",
+        "sampled",
+        "scope",
+        "shape",
+        "shapes",
+        "started",
+        "where",
     )
 
     def __init__(self, lane: Lane, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None = None) -> None:
         self.lane = lane
+        #: Whether the step holds its lane (from admission until its run returned); a step
+        #: of ``run_with_hooks`` borrows its step function's and never does.
+        self.holds_lane = False
         self.args = args  # fetches, feed_dict, options, run_metadata
         self.number = 0  # 0: not admitted yet
         self.scope = anyio.CancelScope() if scope is None else scope
@@ -51,6 +74,8 @@ class Step:
         #: when ``run_step``'s admission is over (True: whole), for ``iterate``'s next one.
         self.on_ran: Callable[[Any], None] | None = None
         self.on_admitted: Callable[[bool], None] | None = None
+        #: Told when the step gives its lane back (``iterate``: the next admission may start).
+        self.on_freed: Callable[[], None] | None = None
 
     def leave_contexts(self, error: BaseException | None) -> None:
         """Leave the hooks' ``step_context``s of the attempt that ended (with ``error``, if it

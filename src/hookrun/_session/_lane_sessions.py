@@ -131,14 +131,15 @@ class LaneSessions:
 
     # -- recovering ------------------------------------------------------------------------
 
-    async def recover(self, lane: Lane, cause: BaseException, budget: RetryBudget) -> bool:
-        """Replace ``lane``'s failed session (no ``end``): wait the backoff, close it, create
-        a new one. False when the retry policy gives up."""
+    async def recover(self, lane: Lane, cause: BaseException, budget: RetryBudget, *, waited: bool = False) -> bool:
+        """Replace ``lane``'s failed session (no ``end``): wait the backoff (unless ``waited``),
+        close it, create a new one. False when the retry policy gives up."""
         s = self.s
         stats = s._stats
         started = stats.now()
         try:
-            if not await self.wait_to_retry(budget, cause, f"recovering: re-creating the session of lane {lane.index}"):
+            action = f"recovering: re-creating the session of lane {lane.index}"
+            if not waited and not await self.wait_to_retry(budget, cause, action):
                 return False
             await self.close_lane(lane, log=True)
             if s._state is State.CLOSED:

@@ -1,11 +1,14 @@
-"""The lanes of a monitored session with steps in flight: ``Lane`` (one raw session), ``LanePool`` (the free lanes, handed out first come first served, and
-how many steps were in flight over time), ``PhaseLock`` (one hook phase at a time) and
-``Turnstile`` (lets the ``after_run`` phases through in step order).
+"""The lanes of a monitored session with steps in flight: ``Lane`` (one raw session),
+``LanePool`` (the free lanes, handed out first come first served), ``Occupancy`` (how many
+steps were in flight over time), ``Tickets`` (the steps admitted and not yet ended), ``PhaseLock``
+(one hook phase at a time) and ``Turnstile`` (lets the ``after_run`` phases through in
+step order).
 
-Invariants: a lane serves one step at a time (it is in the pool or held by exactly one
-step); a caller waiting for a lane (or the phase lock) is served in arrival order, and one
-cancelled while it waits gives back a lane (or the lock) it was handed; the turnstile lets number ``n`` through only once
-every number before it went through or was given up.
+Invariants: a lane serves one step's run at a time (it is in the pool or held by exactly
+one step); a caller waiting for a lane (or a ticket, or the phase lock) is served in
+arrival order, and one cancelled while it waits gives back a lane (or a ticket) it was
+handed; the turnstile lets number ``n`` through only once every number before it went
+through or was given up.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from .._dispatch._wake import Waker, Wakers
 
-__all__ = ["Lane", "LanePool", "PhaseLock", "Turnstile"]
+__all__ = ["Lane", "LanePool", "Occupancy", "PhaseLock", "Tickets", "Turnstile"]
 
 
 class Lane:
@@ -40,45 +43,54 @@ class _Waiter:
         self.lane: Lane | None = None
 
 
-class LanePool:
-    """The free lanes; ``acquire`` waits for one (back-pressure), ``release`` gives it back.
+class Occupancy:
+    """How many steps are in flight (admitted and not yet ended), integrated over time for
+    the statistics."""
 
-    It also integrates the number of lanes in use over time, for the statistics.
-    """
+    __slots__ = ("_area", "_clock", "_since", "_started", "busy")
 
-    __slots__ = ("_area", "_clock", "_free", "_since", "_started", "_waiters", "_wakers", "busy", "lanes")
-
-    def __init__(self, lanes: list[Lane], clock: Callable[[], float], wakers: Wakers) -> None:
-        self.lanes = lanes
-        self._free: deque[Lane] = deque(lanes)
-        self._waiters: deque[_Waiter] = deque()
+    def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
-        self.busy = 0  # lanes held by a step
-        self._started: float | None = None  # when the first lane was taken
+        self.busy = 0  # steps in flight now
+        self._started: float | None = None  # when the first step was admitted
         self._since = 0.0
-        self._area = 0.0  # lanes in use, integrated over time
-        self._wakers = wakers
+        self._area = 0.0  # steps in flight, integrated over time
 
-    def _account(self, change: int) -> None:
+    def change(self, by: int) -> None:
         now = self._clock()
         if self._started is None:
             self._started = self._since = now
         self._area += self.busy * (now - self._since)
         self._since = now
-        self.busy += change
+        self.busy += by
 
     def mean_in_flight(self) -> float:
         """The mean number of steps in flight since the first one started (0.0: none yet)."""
         if self._started is None:
             return 0.0
         elapsed = self._clock() - self._started
-        return self.occupancy() / elapsed if elapsed > 0 else float(self.busy)
+        return self.integral() / elapsed if elapsed > 0 else float(self.busy)
 
-    def occupancy(self) -> float:
-        """The lanes in use, integrated over time up to now (0 before the first was taken)."""
+    def integral(self) -> float:
+        """The steps in flight, integrated over time up to now (0 before the first)."""
         if self._started is None:
             return 0.0
         return self._area + self.busy * (self._clock() - self._since)
+
+
+class LanePool:
+    """The free lanes; ``acquire`` waits for one (back-pressure), ``release`` gives it back."""
+
+    __slots__ = ("_free", "_waiters", "_wakers", "_wanted", "lanes")
+
+    def __init__(self, lanes: list[Lane], wakers: Wakers) -> None:
+        self.lanes = lanes
+        self._free: deque[Lane] = deque(lanes)
+        self._waiters: deque[_Waiter] = deque()
+        #: Callers waiting for one lane in particular (a step re-run on the lane it failed
+        #: on): served before the others when that lane comes back.
+        self._wanted: dict[Lane, deque[_Waiter]] = {}
+        self._wakers = wakers
 
     def free(self) -> bool:
         """Whether ``acquire`` would return at once."""
@@ -86,7 +98,6 @@ class LanePool:
 
     def take(self) -> Lane:
         """A free lane, when ``free()``."""
-        self._account(1)
         return self._free.popleft()
 
     async def acquire(self) -> Lane:
@@ -108,14 +119,43 @@ class LanePool:
         lane, waiter.lane = waiter.lane, None
         return lane
 
+    async def acquire_lane(self, lane: Lane) -> None:
+        """``lane`` itself, waiting for it (before callers waiting for any lane)."""
+        if lane in self._free:
+            self._free.remove(lane)
+            return
+        waiter = _Waiter(self._wakers())
+        waiting = self._wanted.setdefault(lane, deque())
+        waiting.append(waiter)
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            if waiter.lane is not None:  # handed it as it was cancelled: pass it on
+                waiter.lane = None
+                self.release(lane)
+            else:
+                waiting.remove(waiter)
+                if not waiting:
+                    del self._wanted[lane]
+            raise
+        waiter.lane = None
+
     def release(self, lane: Lane) -> None:
-        """Give ``lane`` back: to the first caller waiting, else to the pool."""
+        """Give ``lane`` back: to the first caller waiting for it, else for any lane, else to
+        the pool."""
+        wanted = self._wanted.get(lane) if self._wanted else None
+        if wanted:
+            waiter = wanted.popleft()
+            if not wanted:
+                del self._wanted[lane]
+            waiter.lane = lane
+            waiter.event.set()
+            return
         if self._waiters:
             waiter = self._waiters.popleft()
             waiter.lane = lane
             waiter.event.set()
             return
-        self._account(-1)
         self._free.append(lane)
 
 
@@ -127,52 +167,78 @@ class _LockWaiter:
         self.handed = False
 
 
-class PhaseLock:
-    """The phase lock: one hook phase at a time (``async with lock:``).
+class Tickets:
+    """``size`` tickets, taken without suspending or a checkpoint while one is free; else
+    waited for in arrival order, ``release`` handing a ticket straight to the first waiter.
 
-    A free lock is taken without suspending or a checkpoint (as the phase would be run
-    with one lane); a taken one is waited for in arrival order, and ``release`` hands it
-    to the first waiter. It replaces ``anyio.Lock``, which on trio costs a checkpoint and
-    a parking-lot breaker per acquisition: with 64 steps in flight, about a tenth of a
-    step's time (the ``run()`` from 64 tasks row of the in-flight benchmark).
+    ``PhaseLock`` is one ticket. With ``max_in_flight=N`` the steps admitted and not yet
+    ended (through their ``after_run`` or given up) hold one of ``2 N``: a run that ended
+    early frees its lane for the next admission while its ``after_run`` waits its turn, and
+    a slow step holds back at most that many steps.
     """
 
-    __slots__ = ("_held", "_waiters", "_wakers")
+    __slots__ = ("_size", "_used", "_waiters", "_wakers")
 
-    def __init__(self, wakers: Wakers) -> None:
-        self._held = False
+    def __init__(self, size: int, wakers: Wakers) -> None:
+        self._size = size
+        self._used = 0
         self._waiters: deque[_LockWaiter] = deque()
         self._wakers = wakers
 
-    def locked(self) -> bool:
-        return self._held
+    def free(self) -> bool:
+        """Whether ``acquire`` would return at once."""
+        return self._used < self._size
 
-    async def __aenter__(self) -> None:
-        if not self._held:
-            self._held = True  # no waiter is left behind: release hands a held lock on
+    def take(self) -> None:
+        """A ticket, when ``free()``."""
+        self._used += 1
+
+    async def acquire(self) -> None:
+        if self._used < self._size:
+            self._used += 1  # no waiter is left behind: release hands a ticket on
             return
         waiter = _LockWaiter(self._wakers())
         self._waiters.append(waiter)
         try:
             await waiter.event.wait()
         except BaseException:
-            if waiter.handed:  # handed the lock as it was cancelled: pass it on
+            if waiter.handed:  # handed a ticket as it was cancelled: pass it on
                 self.release()
             else:
                 self._waiters.remove(waiter)
             raise
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.release()
-
     def release(self) -> None:
-        """Hand the lock to the first task waiting, else free it."""
+        """Hand a ticket to the first task waiting, else put it back."""
         if self._waiters:
             waiter = self._waiters.popleft()
             waiter.handed = True
             waiter.event.set()
         else:
-            self._held = False
+            self._used -= 1
+
+
+class PhaseLock(Tickets):
+    """The phase lock: one hook phase at a time (``async with lock:``), one ticket.
+
+    It replaces ``anyio.Lock``, which on trio costs a checkpoint and a parking-lot breaker
+    per acquisition: with 64 steps in flight, about a tenth of a step's time (the ``run()``
+    from 64 tasks row of the in-flight benchmark).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, wakers: Wakers) -> None:
+        super().__init__(1, wakers)
+
+    def locked(self) -> bool:
+        return self._used > 0
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
 
 
 class Turnstile:
