@@ -42,7 +42,8 @@ class RetryPolicy:
     in full, then at most one line every ``log_interval`` seconds says how many
     followed, of which error types, over how long, and ends with the last one in
     full; a session writes what is still counted when it closes (``log_interval=0``:
-    every retry in full).
+    every retry in full). The count is the policy object's: sessions sharing one
+    policy count their retries together.
     ``max_attempts`` counts every attempt, the first included (``None``: no
     limit); the n-th retry waits up to ``min(max_delay, initial_delay *
     multiplier ** (n - 1))`` seconds (a uniform draw below that with
