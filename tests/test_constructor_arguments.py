@@ -169,6 +169,8 @@ ARGS = [
     Arg(_call(hookrun.RetryPolicy), "multiplier", "number", required=True, extra=((0.5, V), (0, V))),
     Arg(_call(hookrun.RetryPolicy), "jitter", "flag"),
     Arg(_call(hookrun.RetryPolicy), "max_time", "seconds>0"),
+    Arg(_call(hookrun.RetryPolicy), "log_interval", "seconds", required=True),
+    Arg(_call(hookrun.RetryPolicy), "clock", "function"),
     Arg(_call(hookrun.RunOptions), "timeout", "seconds>0"),
     Arg(_call(hookrun.RunOptions), "trace", "flag"),
     Arg(_call(hookrun.StatisticsOptions), "enabled", "flag"),
