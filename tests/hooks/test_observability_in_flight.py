@@ -393,3 +393,30 @@ async def test_a_failed_steps_span_holds_its_error(n: int) -> None:
     failed = [span for span in step_spans(exporter) if step_of(span) == 9]
     messages = [event.attributes.get("exception.message") for event in failed[0].events if event.attributes]
     assert messages == ["bad batch"]
+
+
+class FailsAfter(SessionRunHook):
+    """Raises ``Boom("bad after_run")`` in the after_run of the step fed ``{"i": 9}``."""
+
+    overlapping_steps = True
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if fed(run_context) == 9:
+            raise Boom("bad after_run")
+
+
+@pytest.mark.parametrize("n", NS)
+async def test_a_failing_hook_call_is_recorded_on_its_step_and_its_child_span(n: int) -> None:
+    """A hook's after_run raising fails its step: the step span and that call's span hold the error."""
+    provider, exporter, spans = tracing()
+    otel, prom = hooks_for(provider)
+    with anyio.fail_after(20), pytest.raises(Boom, match="bad after_run"):
+        await run_steps(n, [otel, prom, FailsAfter()])
+    assert spans.started == spans.ended
+    [step] = [span for span in step_spans(exporter) if step_of(span) == 9]
+    assert step.status.status_code is StatusCode.ERROR
+    [call] = [span for span in exporter.get_finished_spans() if span.name == "hookrun.after_run FailsAfter"
+              and step.context is not None and span.parent is not None and span.parent.span_id == step.context.span_id]
+    assert call.status.status_code is StatusCode.ERROR
+    assert [event.attributes.get("exception.message") for event in call.events if event.attributes] == ["bad after_run"]
+    assert prom.registry.get_sample_value("hookrun_steps_total", {"outcome": "error"}) >= 1
