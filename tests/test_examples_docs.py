@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -152,15 +153,23 @@ def test_the_api_reference_covers_every_public_name() -> None:
 
 
 def test_getting_started_installs_and_runs_the_demo_as_the_readme_does() -> None:
-    def first_sh_line(text: str) -> str:
-        match = re.search(r"^```sh\n(.*?)$", text, flags=re.MULTILINE)
-        assert match is not None
-        return match.group(1)
+    """The package index's install and the clone's first command, as the README gives them."""
+
+    def sh_blocks(text: str) -> list[str]:
+        return re.findall(r"^```sh\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
-    assert first_sh_line(page) == first_sh_line(readme.split("## Set up", 1)[1])
+    install, clone = sh_blocks(page)[:2]
+    assert install == sh_blocks(readme.split("## Install", 1)[1])[0]
+    assert clone.strip() == sh_blocks(readme.split("## Set up", 1)[1])[0].splitlines()[0]
     assert "checkpoints: " in page  # the demo's output as it now prints it
+
+
+def test_getting_started_lists_every_extra_of_the_package() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    assert re.findall(r"^\| `([a-z]+)` \|", page, flags=re.MULTILINE) == list(extras)
 
 
 def test_the_docs_cite_nothing_a_user_does_not_have() -> None:
