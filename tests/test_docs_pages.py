@@ -4,6 +4,8 @@ lifecycle picture, the stylesheet."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,3 +36,40 @@ def test_in_flight_and_checkpoints_state_the_same_resume_bound() -> None:
     for name in ("in-flight.md", "checkpoints.md"):
         assert RESUME_BOUND in one_line(page(name)), name
     assert "N-1 steps that were in flight" not in one_line(page("in-flight.md"))
+
+
+def test_the_quick_start_shows_what_it_prints_where_the_docs_show_it() -> None:
+    """Home and Getting started print, under the quick start, exactly its output."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")], capture_output=True, text=True, timeout=60, check=True
+    )
+    for name in ("index.md", "getting-started.md"):
+        text = page(name)
+        after = text.split('--8<-- "examples/quickstart.py"\n```\n', 1)[1]
+        shown = re.search(r"```text\n(.*?)```", after, flags=re.DOTALL)
+        assert shown is not None and after.index("```text") < after.index("\n#"), name
+        assert shown.group(1) == done.stdout, name
+
+
+def test_the_concepts_page_draws_the_lifecycle_in_call_order() -> None:
+    """One picture: entering, each step, recovery, leaving, with every hook method in order."""
+    text = page("concepts.md")
+    section = text.split("### The lifecycle at a glance", 1)[1].split("\n#", 1)[0]
+    (picture,) = re.findall(r"```text\n(.*?)```", section, flags=re.DOTALL)
+    stages = ["entering", "each step", "a recoverable error", "leaving"]
+    calls = [
+        "begin()", "after_create_session(", "before_run(", "session.run(", "after_run(",
+        "after_create_session(", "before_run, run, after_run", "end(session)", "on_exception(",
+    ]
+    at = [picture.index(f"+-- {stage} ") for stage in stages]
+    assert at == sorted(at)
+    position = 0
+    for call in calls:
+        position = picture.index(call, position) + 1
+    assert max(len(line) for line in picture.splitlines()) <= 100
+
+
+def test_steps_in_flight_is_linked_from_the_readme_and_the_home_page() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "](docs/in-flight.md)" in readme
+    assert "](in-flight.md)" in page("index.md")
