@@ -38,7 +38,8 @@ async def run_steps(address: str, steps: int = 5) -> list[float]:
     hooks = [StopAtStepHook(last_step=steps)]
     feeds = ({"x": float(x)} for x in range(100))
     async with hookrun.MonitoredSession(create_session, hooks, max_in_flight=2) as session:
-        return [y async for y in session.iterate("y", feeds)]  # in feed order
+        ys = [y async for y in session.iterate("y", feeds)]  # in feed order
+    return ys
 
 
 async def main(steps: int = 5) -> list[float]:

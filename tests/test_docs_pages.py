@@ -26,7 +26,7 @@ RESUME_BOUND = one_line(
     `after_run` when it stopped, plus the steps whose checkpoint was still being
     written (one write at a time: at most `save_steps` of them), plus the steps
     through `after_run` since that save (fewer than `save_steps`). With
-    `save_steps=k`, that is at most 2k − 1 steps more than were admitted but not yet
+    `save_steps=k`, that is at most 2k - 1 steps more than were admitted but not yet
     through `after_run`; with `save_secs`, every step of the last two save periods."""
 )
 
@@ -73,3 +73,27 @@ def test_steps_in_flight_is_linked_from_the_readme_and_the_home_page() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "](docs/in-flight.md)" in readme
     assert "](in-flight.md)" in page("index.md")
+
+
+def css_rules() -> dict[str, dict[str, str]]:
+    """The site's own stylesheet: selector -> {property: value}."""
+    css = re.sub(r"/\*.*?\*/", "", (DOCS / "stylesheets" / "extra.css").read_text(encoding="utf-8"), flags=re.DOTALL)
+    rules = {}
+    for selector, body in re.findall(r"([^{}]+)\{([^}]*)\}", css):
+        declarations = (part.split(":", 1) for part in body.split(";") if ":" in part)
+        rules[" ".join(selector.split())] = {name.strip(): value.strip() for name, value in declarations}
+    return rules
+
+
+def test_the_copy_button_has_a_column_of_its_own_beside_the_code() -> None:
+    """At phone widths the button covered the end of one-line blocks: the code block keeps
+    a right padding outside the code's scrolling box, where the button sits."""
+    rule = css_rules()[".md-typeset .highlight pre"]
+    assert float(rule["padding-right"].removesuffix("rem")) >= 1.8  # the button and its margin
+    assert rule["background-color"] == "var(--md-code-bg-color)"  # the column looks like the block
+
+
+def test_names_in_table_cells_do_not_break_mid_word() -> None:
+    rule = css_rules()[".md-typeset table:not([class]) code"]
+    assert rule == {"word-break": "normal", "overflow-wrap": "normal"}
+    assert "stylesheets/extra.css" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
