@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import html
+import inspect
 import os
 import re
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import textwrap
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -306,3 +308,50 @@ def test_the_reference_formats_long_signatures(reference: dict[str, tuple[str, s
     text, _ = reference["checkpoints"]
     signature = text[text.index("MonitoredTrainingSession(") :].split(")\n", 1)[0]
     assert signature.count("\n") > 10 and max(len(line) for line in signature.splitlines()) <= 100
+
+
+# -- parameters in the reference ---------------------------------------------------------------
+
+#: Constructors and functions whose docstrings list every parameter (an ``Args:`` section,
+#: rendered as a table of name, type, meaning and default).
+WITH_PARAMETERS = [
+    "MonitoredSession", "SingularMonitoredSession", "MonitoredTrainingSession", "ChiefSessionCreator",
+    "WorkerSessionCreator", "StepSession", "fetch", "borrowed", "LocalStepCounter", "Checkpointer",
+    "hooks.CheckpointSaverHook", "hooks.StopAtStepHook", "hooks.StepCounterHook", "hooks.LoggingTensorHook",
+    "hooks.NanTensorHook", "hooks.SummarySaverHook", "hooks.FinalOpsHook", "hooks.FeedFnHook", "hooks.ProfilerHook",
+]
+
+
+def _documented_parameters(obj: object) -> list[str]:
+    doc = inspect.getdoc(obj) or ""
+    assert "\nArgs:\n" in doc, f"{obj!r} has no Args section"
+    section = doc.split("\nArgs:\n", 1)[1].split("\n\n", 1)[0]
+    return re.findall(r"^    (\w+): ", section, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize("name", WITH_PARAMETERS)
+def test_the_docstring_lists_every_parameter_in_order(name: str) -> None:
+    """Each parameter of the signature has a line of its own, in the signature's order."""
+    obj: Any = hookrun
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    parameters = [p for p in inspect.signature(obj).parameters if p not in ("self", "args", "kwargs")]
+    assert _documented_parameters(obj) == parameters
+
+
+@pytest.mark.parametrize("name", ["MonitoredSession", "SingularMonitoredSession"])
+def test_a_monitored_session_names_what_its_creator_may_be(name: str) -> None:
+    """``session_creator`` is a ``SessionCreatorLike``: a creator object or a factory, never ``object``."""
+    annotation = inspect.signature(getattr(hookrun, name)).parameters["session_creator"].annotation
+    assert annotation == "SessionCreatorLike"
+    assert hookrun.SessionCreatorLike == hookrun.SessionCreator | hookrun.SessionFactory
+    assert inspect.signature(hookrun.MonitoredTrainingSession).parameters["session_factory"].annotation == "SessionFactory"
+
+
+def test_the_reference_shows_parameter_tables_and_no_bare_object_creator(
+    reference: dict[str, tuple[str, set[str]]],
+) -> None:
+    text, ids = reference["sessions"]
+    assert "session_creator: SessionCreatorLike" in text and "session_creator: object" not in text
+    assert {"hookrun.SessionCreatorLike", "hookrun.SessionFactory"} <= ids
+    assert text.count("Parameters:") >= 5

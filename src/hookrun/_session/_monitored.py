@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     import anyio
     from anyio.abc import TaskGroup
 
+    from ._raw import SessionCreatorLike
+
 from .._coordinator._tasks import Coordinator
 from .._dispatch._dispatcher import Dispatcher
 from .._dispatch._merge import FetchLayout
@@ -104,7 +106,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
 
     def __init__(
         self,
-        session_creator: object,
+        session_creator: SessionCreatorLike,
         hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,
@@ -339,23 +341,38 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
 class MonitoredSession(_MonitoredSessionBase):
     """Drives a session step by step with hooks, a coordinator and recovery.
 
-    ``session_creator`` is a function of no arguments returning a session (sync or
-    async) or an object with such a ``create_session()``; a creator or hook that also
-    has ``bind_session(hooks, step_counter)`` (a ``ChiefSessionCreator``, a
-    ``CheckpointSaverHook``) is told this session's hooks and step counter here. Errors of the recoverable types (``AbortedError``,
-    ``UnavailableError`` and ``recoverable``) re-create the session and re-run
-    the whole call, following ``retry``. ``statistics`` (on by default) keeps
-    what :meth:`statistics` returns: ``False`` or a ``StatisticsOptions``.
-    ``max_in_flight=N > 1`` runs up to N steps at once, each on a lane with its own
-    raw session (see "Steps in flight" in the docs); every hook must then declare
-    ``overlapping_steps = True``.
+    A creator or hook with ``bind_session(hooks, step_counter)`` (a
+    ``ChiefSessionCreator``, a ``CheckpointSaverHook``) is told this session's hooks and
+    step counter here. Errors of the recoverable types re-create the session and re-run
+    the whole call, following ``retry``. With ``max_in_flight=N > 1`` every hook must
+    declare ``overlapping_steps = True`` (see "Steps in flight" in the docs).
+
+    Args:
+        session_creator: What makes the raw session: a function of no arguments
+            returning one (``async def`` or plain), or an object with such a
+            ``create_session()``. Called at entry, on every recovery, and once per lane.
+        hooks: The hooks, in the order their results are merged: ``SessionRunHook``
+            subclasses or any objects with some of its methods. ``None``: no hooks.
+        stop_grace_period: Seconds the coordinator's background tasks get to finish when
+            the session closes, before they are cancelled.
+        retry: How recovery waits and when it gives up. ``None``: ``RetryPolicy()``,
+            which retries for ever, as TensorFlow does.
+        recoverable: Exception types that mean a lost session too, besides
+            ``AbortedError`` and ``UnavailableError``.
+        step_counter: The global step counter (a :class:`StepCounter`), shared with the
+            hooks as ``coord.step_counter``. ``None``: a new ``LocalStepCounter`` at 0.
+        hook_timeout: Seconds a call of an async hook method may take; a longer one is
+            cancelled and the step fails with ``HookTimeoutError``. ``None``: no limit.
+        statistics: ``True`` keeps what :meth:`statistics` returns, ``False`` keeps
+            nothing, a ``StatisticsOptions`` says how.
+        max_in_flight: How many steps may run at once, each on a lane of its own.
     """
 
     _RECOVERS = True
 
     def __init__(
         self,
-        session_creator: object,
+        session_creator: SessionCreatorLike,
         hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,
@@ -384,11 +401,28 @@ class MonitoredSession(_MonitoredSessionBase):
 
 
 class SingularMonitoredSession(_MonitoredSessionBase):
-    """A monitored session that never recovers: every error propagates."""
+    """A monitored session that never recovers: every error propagates.
+
+    Args:
+        session_creator: What makes the raw session: a function of no arguments
+            returning one (``async def`` or plain), or an object with such a
+            ``create_session()``. Called at entry, and once per lane.
+        hooks: The hooks, in the order their results are merged: ``SessionRunHook``
+            subclasses or any objects with some of its methods. ``None``: no hooks.
+        stop_grace_period: Seconds the coordinator's background tasks get to finish when
+            the session closes, before they are cancelled.
+        step_counter: The global step counter (a :class:`StepCounter`), shared with the
+            hooks as ``coord.step_counter``. ``None``: a new ``LocalStepCounter`` at 0.
+        hook_timeout: Seconds a call of an async hook method may take; a longer one is
+            cancelled and the step fails with ``HookTimeoutError``. ``None``: no limit.
+        statistics: ``True`` keeps what ``statistics()`` returns, ``False`` keeps
+            nothing, a ``StatisticsOptions`` says how.
+        max_in_flight: How many steps may run at once, each on a lane of its own.
+    """
 
     def __init__(
         self,
-        session_creator: object,
+        session_creator: SessionCreatorLike,
         hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,

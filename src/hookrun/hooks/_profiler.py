@@ -63,6 +63,13 @@ class ProfilerHook(SessionRunHook):
     run and its ``after_run`` phase. The other steps' runs and hook phases,
     which overlapped it, are not in it; a gap between the end of its run and
     its ``after_run`` phase is the time it waited for the steps before it.
+
+    Args:
+        save_steps: Trace one step every this many steps.
+        save_secs: Trace one step every this many seconds instead (exactly one of the two).
+        output_dir: Where the traces go. ``""``: the current directory.
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
 
     overlapping_steps = True
