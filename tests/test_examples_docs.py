@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from examples import (
     backends,
+    checkpointing,
+    concepts,
     errors_and_cancellation,
     porting_ignite,
     porting_tensorflow,
@@ -23,6 +25,31 @@ from examples import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.anyio
+async def test_the_concepts_block_steps_a_session_class_of_your_own() -> None:
+    assert await concepts.main() == [[0.0], [2.0], [4.0]]
+
+
+def test_the_retry_policy_the_concepts_page_spells_out_is_the_default() -> None:
+    import hookrun
+
+    assert concepts.default_retry_policy() == hookrun.RetryPolicy()
+
+
+@pytest.mark.anyio
+async def test_checkpoints_wired_by_hand_resume_where_they_stopped(tmp_path: Path) -> None:
+    assert await checkpointing.wired(tmp_path, 300) == 300
+    assert await checkpointing.wired(tmp_path, 500) == 500  # restored at 300, saved every 100
+
+
+@pytest.mark.anyio
+async def test_the_checkpointer_saves_finds_and_restores_by_hand(tmp_path: Path) -> None:
+    seen = await checkpointing.by_hand(tmp_path)
+    assert seen["state"] == {"weights": [0.5, 0.25], "epoch": 2}
+    assert (seen["latest"], seen["every"], seen["best"]) == (7, [7], None)
+    assert seen["model"].step == seen["ema"].step == 7 and seen["model"].path != seen["ema"].path
 
 
 @pytest.mark.anyio
