@@ -28,7 +28,7 @@ class Doubler:
         options: hookrun.RunOptions,
         run_metadata: hookrun.RunMetadata,
     ) -> Sequence[Any]:
-        produced = {"y": 2.0 * feed_dict["x"]}
+        produced: dict[Hashable, Any] = {"y": 2.0 * feed_dict["x"]}
         return [produced[key] for key in fetches]
 # --8<-- [end:session-class]
 
