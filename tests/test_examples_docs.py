@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from examples import (
     backends,
+    built_in_hooks,
     checkpointing,
     concepts,
     errors_and_cancellation,
+    overlapping_steps,
     porting_ignite,
     porting_tensorflow,
     quickstart,
@@ -50,6 +52,26 @@ async def test_the_checkpointer_saves_finds_and_restores_by_hand(tmp_path: Path)
     assert seen["state"] == {"weights": [0.5, 0.25], "epoch": 2}
     assert (seen["latest"], seen["every"], seen["best"]) == (7, [7], None)
     assert seen["model"].step == seen["ema"].step == 7 and seen["model"].path != seen["ema"].path
+
+
+@pytest.mark.anyio
+async def test_a_subclass_and_a_function_hook_of_the_built_in_hooks_page() -> None:
+    seen = await built_in_hooks.main(25)
+    assert seen["started_at"] is not None  # the subclass's begin ran, after its base's
+    assert [step for step, _ in seen["pushed"]] == [1, 11, 21]
+    assert seen["pushed"][0][1] == pytest.approx(1.0)
+
+
+@pytest.mark.anyio
+async def test_per_step_state_in_the_run_context_holds_with_steps_in_flight(capsys: pytest.CaptureFixture[str]) -> None:
+    await overlapping_steps.main(overlapping_steps.EveryTenth(), steps=25, in_flight=4)
+    assert capsys.readouterr().out.splitlines() == ["0.0", "10.0", "20.0"]
+
+
+@pytest.mark.anyio
+async def test_per_step_state_on_self_is_refused_with_steps_in_flight() -> None:
+    with pytest.raises(TypeError, match=r"hooks\[0\] \(EveryTenthOnSelf\) does not declare overlapping_steps = True"):
+        await overlapping_steps.main(overlapping_steps.EveryTenthOnSelf(), in_flight=4)
 
 
 @pytest.mark.anyio
