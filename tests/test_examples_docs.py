@@ -23,6 +23,7 @@ from examples import (
     porting_tensorflow,
     quickstart,
     seeing_logs,
+    tracing,
     writing_hooks,
 )
 
@@ -72,6 +73,13 @@ async def test_per_step_state_in_the_run_context_holds_with_steps_in_flight(caps
 async def test_per_step_state_on_self_is_refused_with_steps_in_flight() -> None:
     with pytest.raises(TypeError, match=r"hooks\[0\] \(EveryTenthOnSelf\) does not declare overlapping_steps = True"):
         await overlapping_steps.main(overlapping_steps.EveryTenthOnSelf(), in_flight=4)
+
+
+@pytest.mark.anyio
+async def test_the_tracing_program_makes_a_span_per_step_run_and_hook_call() -> None:
+    names = await tracing.main(3)
+    assert names.count("hookrun.step") == 3 and names.count("hookrun.run") == 3
+    assert len(names) == 15  # per step: the step, its run, two before_run calls, one after_run
 
 
 @pytest.mark.anyio
