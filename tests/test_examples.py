@@ -104,7 +104,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 #: Examples that take arguments: run with the arguments given (``{tmp}``: a fresh folder).
 ARGUMENTS = {"hooks_pipeline": ["{tmp}/out"], "resumable_pipeline": ["{tmp}/run", "--items", "5"]}
 #: Examples that start a Ray or Dask cluster: as scripts, only their ``--help`` is run.
-ENGINES = {"dask_pipeline", "dask_steps", "ray_workers"}
+ENGINES = {"dask_pipeline", "dask_steps", "ray_steps", "ray_workers"}
 
 
 @pytest.mark.parametrize(

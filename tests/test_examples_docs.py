@@ -22,6 +22,7 @@ from examples import (
     porting_ignite,
     porting_tensorflow,
     quickstart,
+    remote_future,
     seeing_logs,
     tracing,
     writing_hooks,
@@ -80,6 +81,11 @@ async def test_the_tracing_program_makes_a_span_per_step_run_and_hook_call() -> 
     names = await tracing.main(3)
     assert names.count("hookrun.step") == 3 and names.count("hookrun.run") == 3
     assert len(names) == 15  # per step: the step, its run, two before_run calls, one after_run
+
+
+@pytest.mark.anyio
+async def test_a_future_of_a_thread_pool_is_awaited_on_the_event_loop() -> None:
+    assert await remote_future.main() == 144
 
 
 @pytest.mark.anyio
