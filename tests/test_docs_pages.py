@@ -97,3 +97,28 @@ def test_names_in_table_cells_do_not_break_mid_word() -> None:
     rule = css_rules()[".md-typeset table:not([class]) code"]
     assert rule == {"word-break": "normal", "overflow-wrap": "normal"}
     assert "stylesheets/extra.css" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+#: Python blocks shown but not run, each with its reason.
+NOT_RUN = {
+    # TensorFlow's own hook, the code a port starts from: TensorFlow is no dependency.
+    ("porting-tensorflow.md", "class LossLogger(tf.compat.v1.train.SessionRunHook):"),
+    # A codec for PyTorch tensors: PyTorch is no dependency.
+    ("checkpoints.md", "class TorchCodec:"),
+    # A three-line sketch of the argument, opening the page.
+    ("in-flight.md", "async with MonitoredSession(creator, hooks, max_in_flight=8) as sess:"),
+}
+
+
+def test_every_python_block_of_the_docs_comes_from_a_tested_example_or_is_run() -> None:
+    """A block is a snippet of examples/ (which the tests run), or a block of the testing
+    page (run as one module by tests/testing/test_docs.py), or one of ``NOT_RUN``."""
+    not_run = set()
+    for path in sorted(DOCS.rglob("*.md")):
+        name = str(path.relative_to(DOCS))
+        for block in re.findall(r"^```python\n(.*?)^```$", path.read_text(encoding="utf-8"), flags=re.DOTALL | re.MULTILINE):
+            included = re.fullmatch(r'(--8<-- "examples/[\w/]+\.py(:[\w-]+)?"\n)+', block)
+            if included or name == "testing.md":
+                continue
+            not_run.add((name, block.splitlines()[0]))
+    assert not_run == NOT_RUN
