@@ -319,6 +319,11 @@ WITH_PARAMETERS = [
     "WorkerSessionCreator", "StepSession", "fetch", "borrowed", "LocalStepCounter", "Checkpointer",
     "hooks.CheckpointSaverHook", "hooks.StopAtStepHook", "hooks.StepCounterHook", "hooks.LoggingTensorHook",
     "hooks.NanTensorHook", "hooks.SummarySaverHook", "hooks.FinalOpsHook", "hooks.FeedFnHook", "hooks.ProfilerHook",
+    "Coordinator", "in_thread", "sequential", "latest_checkpoint", "RunOptions", "SessionRunArgs",
+    "StatisticsOptions", "PickleCodec", "SecondOrStepTimer", "hooks.OpenTelemetryHook", "hooks.TensorBoardWriter",
+    "hooks.chrome_trace", "hooks.read_eval_metrics", "hooks.on_begin", "hooks.on_after_create_session",
+    "hooks.on_before_run", "hooks.on_after_run", "hooks.on_end", "hooks.FunctionHook", "hooks.every",
+    "hooks.at_step", "hooks.when",
 ]
 
 

@@ -88,6 +88,13 @@ def latest_checkpoint(directory: str | os.PathLike[str], *, basename: str = DEFA
     Corrupt files are skipped with a warning naming them. This reads files: in
     async code call it through ``anyio.to_thread.run_sync`` or use
     ``await Checkpointer.latest()``.
+
+    Args:
+        directory: The directory to look in.
+        basename: The checkpoints' name, ``<basename>-<step>``.
+
+    Returns:
+        The newest valid checkpoint's path, or ``None``.
     """
     check_basename("latest_checkpoint", basename)
     info = _latest_valid(os.fspath(directory), basename)

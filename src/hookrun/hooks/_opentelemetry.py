@@ -56,6 +56,12 @@ class OpenTelemetryHook(SessionRunHook):
     not nest under it), a step that fails reaches no ``after_run`` to record its
     error, and an ``after_run`` of its own would add a call and a child span to
     every step of every session.
+
+    Args:
+        tracer_provider: The OpenTelemetry ``TracerProvider`` to get the tracer from.
+            ``None``: the global one.
+        step_span_name: The name of each step's span.
+        attributes: More attributes of each step's span. ``None``: none.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.

@@ -155,7 +155,15 @@ class ProfilerHook(SessionRunHook):
 
 
 def chrome_trace(timings: list[TimingRecord], *, step: int) -> dict[str, object]:
-    """The Chrome trace (JSON object format) of one step's timing records."""
+    """The Chrome trace (JSON object format) of one step's timing records.
+
+    Args:
+        timings: The step's timing records (``run_metadata.timings`` of a traced run).
+        step: The global step the trace is of.
+
+    Returns:
+        The trace, as a JSON object (``json.dump`` it to a ``.json`` file).
+    """
     origin = min((record.start for record in timings), default=0.0)
     lanes: dict[tuple[str, str], int] = {("session", "run"): 0}
     events: list[dict[str, object]] = []
