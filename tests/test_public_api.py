@@ -360,3 +360,20 @@ def test_the_reference_shows_parameter_tables_and_no_bare_object_creator(
     assert "session_creator: SessionCreatorLike" in text and "session_creator: object" not in text
     assert {"hookrun.SessionCreatorLike", "hookrun.SessionFactory"} <= ids
     assert text.count("Parameters:") >= 5
+
+
+@pytest.mark.engine
+def test_the_engine_adapters_list_their_parameters() -> None:
+    """The Ray and Dask sessions, creators and counters list every parameter too."""
+    import importlib
+
+    pytest.importorskip("ray")
+    pytest.importorskip("distributed")
+    for module, names in {
+        "hookrun.ray": ["RayActorSessionCreator", "RayStepSession", "RayStepCounter", "init_local"],
+        "hookrun.dask": ["DaskStepSession", "DaskActorSessionCreator", "DaskStepCounter"],
+    }.items():
+        for name in names:
+            obj = getattr(importlib.import_module(module), name)
+            parameters = [p for p in inspect.signature(obj).parameters if p not in ("args", "kwargs", "options")]
+            assert _documented_parameters(obj) == parameters, f"{module}.{name}"
