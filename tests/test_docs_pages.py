@@ -56,7 +56,7 @@ def test_the_concepts_page_draws_the_lifecycle_in_call_order() -> None:
     text = page("concepts.md")
     section = text.split("### The lifecycle at a glance", 1)[1].split("\n#", 1)[0]
     (picture,) = re.findall(r"```text\n(.*?)```", section, flags=re.DOTALL)
-    stages = ["entering", "each step", "a recoverable error", "leaving"]
+    stages = ["entering", "each step", "a recoverable", "leaving"]
     calls = [
         "begin()", "after_create_session(", "before_run(", "session.run(", "after_run(",
         "after_create_session(", "before_run, run, after_run", "end(session)", "on_exception(",
@@ -66,7 +66,7 @@ def test_the_concepts_page_draws_the_lifecycle_in_call_order() -> None:
     position = 0
     for call in calls:
         position = picture.index(call, position) + 1
-    assert max(len(line) for line in picture.splitlines()) <= 100
+    assert max(len(line) for line in picture.splitlines()) <= 84  # no scrolling at desktop widths
 
 
 def test_steps_in_flight_is_linked_from_the_readme_and_the_home_page() -> None:
