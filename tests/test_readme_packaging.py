@@ -101,3 +101,11 @@ def test_importing_hookrun_imports_no_optional_engine() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_documentation_url_is_where_the_site_is_built_for() -> None:
+    """The metadata's Documentation link and the docs site's own address are one URL."""
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    site = re.search(r"^site_url: (\S+)$", (ROOT / "mkdocs.yml").read_text(), flags=re.MULTILINE)
+    assert site is not None and site.group(1).rstrip("/") == urls["Documentation"].rstrip("/")
+    assert urls["Issues"].startswith(urls["Source"]) and urls["Changelog"].startswith(urls["Source"])
