@@ -63,6 +63,8 @@ KINDS: dict[str, list[tuple[object, type[Exception]]]] = {
     "text-or-empty": [(5, T), ("a\x00b", V)],
     "file-name": [(5, T), ("a\x00b", V), ("", V), ("a/b", V), (".hidden", V)],
     "path": [(5, T), ("a\x00b", V), (b"dir", T)],
+    # an iterable of exception classes
+    "exception-types": [(5, T), ("x", T), (b"x", T), (KeyError, T), (_gen, T)],
 }
 REQUIRED = [(None, T)]  # for an argument with no "not given" meaning
 
@@ -114,6 +116,10 @@ def _call(fn: Callable[..., object], *args: object, **base: Any) -> Callable[...
     return lambda tmp, **kw: fn(*args, **base, **kw)
 
 
+def _metrics_file(tmp: Path, **kw: Any) -> object:
+    return h.MetricsFileHook(**{"path": tmp / "metrics.csv", "metrics": ["loss"], **kw})
+
+
 def _decorated(decorator: Callable[..., Any]) -> Callable[..., object]:
     """``decorator(fn)`` or, for a schedule argument, ``decorator(**kw)(a function)``."""
 
@@ -140,11 +146,14 @@ ARGS = [
     Arg(_call(hookrun.WorkerSessionCreator, _factory), "max_wait_secs", "seconds>0", required=True),
     Arg(_call(hookrun.WorkerSessionCreator, _factory), "checkpoint_dir", "path"),
     Arg(_call(hookrun.Coordinator), "stop_grace_period", "seconds", required=True),
+    Arg(_call(hookrun.Coordinator), "clean_stop_exception_types", "exception-types", good=(KeyError,)),
     Arg(_call(hookrun.LocalStepCounter), "initial", "int", required=True),
     *(Arg(_call(kind, _factory), name, k, required=r)
       for kind in (hookrun.MonitoredSession, hookrun.SingularMonitoredSession)
       for name, k, r in (("stop_grace_period", "seconds", True), ("hook_timeout", "seconds>0", False))),
+    Arg(_call(hookrun.MonitoredSession, _factory), "recoverable", "exception-types", required=True, good=[KeyError]),
     Arg(_trainer, "is_chief", "flag"),
+    Arg(_trainer, "recoverable", "exception-types", required=True, good=(KeyError,)),
     Arg(_trainer, "checkpoint_dir", "path"),
     Arg(_trainer, "summary_dir", "path"),
     Arg(_trainer, "save_checkpoint_secs", "number"),
@@ -210,7 +219,7 @@ ARGS = [
     Arg(_call(h.StopOnPredicateHook, lambda: False), "run_every_secs", "seconds"),
     Arg(_call(h.StopOnPredicateHook, lambda: False), "run_every_steps", "count0"),
     Arg(_call(h.FeedFnHook), "feed_fn", "function", required=True, good=dict),
-    Arg(_call(h.GlobalStepWaiterHook), "wait_until_step", "count0", required=True, good=5),
+    Arg(_call(h.GlobalStepWaiterHook), "wait_until_step", "int", required=True, good=-3),
     Arg(_timed(h.LoggingTensorHook, "every_n_secs", "every_n_iter", tensors=["loss"]), "every_n_iter", "count"),
     Arg(_timed(h.LoggingTensorHook, "every_n_secs", "every_n_iter", tensors=["loss"]), "every_n_secs", "seconds"),
     Arg(_timed(h.LoggingTensorHook, "every_n_secs", "every_n_iter", tensors=["loss"]), "at_end", "flag"),
@@ -228,6 +237,10 @@ ARGS = [
     Arg(_call(h.PrometheusHook), "namespace", "text-or-empty", required=True),
     Arg(_timed(h.StepCounterHook, "every_n_secs", "every_n_steps"), "every_n_steps", "count0"),
     Arg(_call(h.StepCounterHook, every_n_steps=None), "every_n_secs", "seconds", good=2.5),
+    Arg(_metrics_file, "path", "path", required=True),
+    Arg(_metrics_file, "every_n_steps", "count", required=True),
+    Arg(_metrics_file, "flush_secs", "seconds", required=True),
+    Arg(_metrics_file, "clock", "function"),
     Arg(_call(h.StepCounterHook), "output_dir", "path"),
     Arg(_call(h.StepCounterHook), "summary_tag", "text", required=True),
     Arg(_call(h.StopAtStepHook), "num_steps", "count0", good=0),

@@ -102,7 +102,11 @@ def test_resumable_pipeline_killed_and_restarted(tmp_path: Path, anyio_backend: 
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 #: Examples that take arguments: run with the arguments given (``{tmp}``: a fresh folder).
-ARGUMENTS = {"hooks_pipeline": ["{tmp}/out"], "resumable_pipeline": ["{tmp}/run", "--items", "5"]}
+ARGUMENTS = {
+    "hooks_pipeline": ["{tmp}/out"],
+    "metrics_file": ["{tmp}/run", "--steps", "6"],
+    "resumable_pipeline": ["{tmp}/run", "--items", "5"],
+}
 #: Examples that start a Ray or Dask cluster: as scripts, only their ``--help`` is run.
 ENGINES = {"dask_pipeline", "dask_steps", "ray_steps", "ray_workers"}
 

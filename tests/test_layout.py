@@ -24,6 +24,7 @@ LAYERS = [
     "_global_step",
     "_validate",
     "_timer",
+    "_inside",
     "_coordinator",
     "_hook_protocol",
     # the runtime

@@ -2,14 +2,16 @@
 
 Neither framework is installed: their stopping rules are written out here from their
 sources (``ignite.handlers.EarlyStopping.__call__``, ``keras.callbacks.EarlyStopping``
-``on_epoch_end`` without a baseline), and the hooks of the page, driven through a real
+``on_epoch_end``, ``_is_improvement``), and the hooks of the page, driven through a real
 monitored session with one evaluation every few steps, must stop at the same
 evaluation, or not at all when the rule never stops.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Literal
 
 import pytest
 from examples.porting_ignite import IgniteEarlyStopping
@@ -44,15 +46,27 @@ def ignite_stops_at(scores: Sequence[float], patience: int, min_delta: float, cu
     return None
 
 
-def keras_stops_at(scores: Sequence[float], patience: int, min_delta: float) -> int | None:
-    """The evaluation (1-based) at which Keras' EarlyStopping(mode="max") sets ``stop_training``."""
-    best = -float("inf")
+def keras_stops_at(
+    scores: Sequence[float], patience: int, min_delta: float, *, mode: str = "max",
+    baseline: float | None = None, start_from_epoch: int = 0,
+) -> int | None:
+    """The evaluation (1-based) at which Keras' EarlyStopping sets ``stop_training``."""
+
+    def is_improvement(current: float, reference: float) -> bool:  # Keras' _is_improvement
+        if mode == "max":
+            return current - abs(min_delta) > reference
+        return current + abs(min_delta) < reference
+
+    best = -math.inf if mode == "max" else math.inf
     wait = 0
     for epoch, current in enumerate(scores):
+        if epoch < start_from_epoch:
+            continue
         wait += 1
-        if current - abs(min_delta) > best:  # Keras' _is_improvement for mode="max"
+        if is_improvement(current, best):
             best = current
-            wait = 0
+            if baseline is None or is_improvement(current, baseline):
+                wait = 0
             continue
         if wait >= patience and epoch > 0:
             return epoch + 1
@@ -114,18 +128,49 @@ async def test_the_ignite_hook_stops_where_ignite_does(
     assert await stopped_at_evaluation(hook, scores, every) == expected
 
 
-@settings(max_examples=75)
+@settings(max_examples=100)
 @given(
     scores=scores_st,
-    patience=st.integers(1, 4),
+    patience=st.integers(0, 4),
     min_delta=st.sampled_from([0.0, 0.25, 0.5]),
+    mode=st.sampled_from(["min", "max"]),
+    baseline=st.none() | st.integers(0, 12).map(lambda n: n / 4),
+    start_from_epoch=st.integers(0, 3),
     every=st.integers(1, 3),
 )
 async def test_the_built_in_hook_with_patience_times_the_interval_stops_where_keras_does(
-    scores: list[float], patience: int, min_delta: float, every: int
+    scores: list[float], patience: int, min_delta: float, mode: Literal["min", "max"],
+    baseline: float | None, start_from_epoch: int, every: int,
 ) -> None:
-    hook = EarlyStoppingHook("score", "max", patience_steps=patience * every, min_delta=min_delta)
-    assert await stopped_at_evaluation(hook, scores, every) == keras_stops_at(scores, patience, min_delta)
+    """The porting page's mapping, start_from_epoch as min_steps=start_from_epoch * n + 1."""
+    hook = EarlyStoppingHook(
+        "score", mode, patience_steps=patience * every, min_delta=min_delta, baseline=baseline,
+        min_steps=start_from_epoch * every + 1,
+    )
+    expected = keras_stops_at(
+        scores, patience, min_delta, mode=mode, baseline=baseline, start_from_epoch=start_from_epoch
+    )
+    assert await stopped_at_evaluation(hook, scores, every) == expected
+
+
+@pytest.mark.parametrize("every", [1, 3])
+async def test_keras_patience_zero_stops_at_the_first_evaluation_without_improvement(every: int) -> None:
+    """Keras' own case: losses 10, 9, 8, 9, 8.9 with patience 0 stop at the fourth evaluation."""
+    losses = [10, 9, 8, 9, 8.9]
+    assert keras_stops_at(losses, patience=0, min_delta=0, mode="min") == 4
+    hook = EarlyStoppingHook("score", "min", patience_steps=0 * every)
+    assert await stopped_at_evaluation(hook, losses, every) == 4
+    assert (hook.best, hook.best_step) == (8, 3 * every)
+
+
+@pytest.mark.parametrize("every", [1, 3])
+async def test_keras_baseline_case_stops_after_five_evaluations_keeping_the_real_best(every: int) -> None:
+    """Keras' own case: patience 5, baseline 0.5 on 0.9 ... 0.74 stops after 5, best 0.7 third."""
+    losses = [0.9, 0.8, 0.7, 0.71, 0.72, 0.73, 0.74]
+    assert keras_stops_at(losses, patience=5, min_delta=0, mode="min", baseline=0.5) == 5
+    hook = EarlyStoppingHook("score", "min", patience_steps=5 * every, baseline=0.5)
+    assert await stopped_at_evaluation(hook, losses, every) == 5
+    assert (hook.best, hook.best_step) == (0.7, 3 * every)
 
 
 @pytest.mark.parametrize(

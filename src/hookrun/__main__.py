@@ -64,7 +64,11 @@ def _parser() -> tuple[_Parser, _Parser]:
     demo.add_argument("--steps", type=_steps, default=30, metavar="N", help="number of batches (default: 30)")
     demo.add_argument(
         "--out", type=Path, default=None, metavar="DIR",
-        help="where summaries, traces and checkpoints go (default: a new temporary directory)",
+        help=(
+            "where summaries, traces and checkpoints go: a new or empty directory; a directory "
+            "that holds anything (an earlier run's outputs too) is refused, never overwritten "
+            "(default: a new temporary directory)"
+        ),
     )
     return parser, demo
 
@@ -74,6 +78,13 @@ def _out_dir(parser: _Parser, given: Path | None) -> Path:
         return Path(tempfile.mkdtemp(prefix="hookrun-demo-"))
     if given.exists() and not given.is_dir():
         parser.error(f"--out {given} exists and is not a directory")
+    if given.is_dir() and any(given.iterdir()):
+        # A second run would overwrite an earlier run's files and start again from step 0.
+        parser.error(
+            f"--out {given} is not empty: the demo writes only into a new or empty directory "
+            "(so an earlier run's outputs are never overwritten); give another one, or leave "
+            "out --out for a new temporary one"
+        )
     try:
         given.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -83,15 +94,14 @@ def _out_dir(parser: _Parser, given: Path | None) -> Path:
 
 @contextlib.contextmanager
 def _console() -> Iterator[Callable[[str], None]]:
-    """How the demo prints: around the progress bar when one is drawn, else plainly."""
+    """How the demo prints: around the progress bar when one is drawn, else plainly (the
+    bar itself writes the log lines above it while it is shown)."""
     if importlib.util.find_spec("tqdm") is None or not sys.stderr.isatty():
         yield print
         return
     from tqdm import tqdm
-    from tqdm.contrib.logging import logging_redirect_tqdm
 
-    with logging_redirect_tqdm():  # log lines go above the bar instead of through it
-        yield functools.partial(tqdm.write, file=sys.stdout)
+    yield functools.partial(tqdm.write, file=sys.stdout)
 
 
 def _traces_line(traces: Sequence[Path]) -> str:
@@ -107,10 +117,10 @@ def _checkpoints_line(report: DemoReport) -> str:
     kept = report.checkpoints
     if not kept:
         return f"{report.checkpoint_dir} (none)"
-    names = [Path(info.path).name for info in kept]
-    shown = ", ".join(names) if len(names) <= 3 else f"{names[0]}, ..., {names[-1]}"
-    count = f"{len(names)} kept: {shown}"
-    return f"{report.checkpoint_dir} ({count}; the latest holds step {kept[-1].step} and the model)"
+    # Every one kept, by name: the steps saved are not evenly spaced (the timer restarts
+    # when a session is re-created), so a range would misstate them.
+    names = ", ".join(Path(info.path).name for info in kept)
+    return f"{report.checkpoint_dir} ({len(kept)} kept: {names}; the latest holds step {kept[-1].step} and the model)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

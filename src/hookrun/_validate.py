@@ -144,11 +144,21 @@ def check_step_counter(counter: StepCounter | None) -> StepCounter:
     return counter
 
 
-def exception_types(types_: Iterable[type[BaseException]]) -> tuple[type[BaseException], ...]:
+def exception_types(types_: object, what: str = "recoverable") -> tuple[type[BaseException], ...]:
+    """``types_`` as a tuple of exception classes: an iterable (a list, a tuple, a generator)
+    of them. A single class, a string, a number or any other non-iterable is a
+    ``TypeError`` naming ``what``, and so is an item that is not an exception class."""
+    if isinstance(types_, type) and issubclass(types_, BaseException):
+        raise TypeError(
+            f"{what} must be an iterable of exception classes, got the class {types_.__name__}; "
+            f"wrap it in a tuple: ({types_.__name__},)"
+        )
+    if isinstance(types_, (str, bytes)) or not isinstance(types_, Iterable):
+        raise TypeError(f"{what} must be an iterable of exception classes, got {types_!r}")
     result = tuple(types_)
     for item in result:
         if not (isinstance(item, type) and issubclass(item, BaseException)):
-            raise TypeError(f"recoverable must hold exception classes, got {item!r}")
+            raise TypeError(f"{what} must hold exception classes, got {item!r}")
     return result
 
 

@@ -290,6 +290,19 @@ def test_clean_stop_types_validated() -> None:
         Coordinator(clean_stop_exception_types=[3])  # type: ignore[list-item]
 
 
+def test_clean_stop_types_from_a_generator_are_checked_too() -> None:
+    """A generator of clean-stop types is taken whole, and a non-exception class in it refused."""
+    with pytest.raises(TypeError, match=r"clean_stop_exception_types=.*exception classes, got <class 'int'>"):
+        Coordinator(clean_stop_exception_types=(t for t in (KeyError, int)))  # type: ignore[misc]
+
+
+def test_clean_stop_types_from_a_generator_are_kept() -> None:
+    """A generator of exception classes is a valid clean-stop list."""
+    coord = Coordinator(clean_stop_exception_types=(t for t in (KeyError,)))
+    coord.request_stop(KeyError("clean"))
+    coord.raise_requested_exception()  # clean: nothing raised
+
+
 def test_request_stop_validates_argument() -> None:
     """request_stop rejects what is neither None nor an exception."""
     with pytest.raises(TypeError, match=r"request_stop\(ex=...\) must be None or an exception"):

@@ -133,8 +133,11 @@ def test_demo_command_runs_and_says_what_it_did(backend: str, tmp_path: Path) ->
     assert f"summaries: {out / 'tensorboard'}" in stdout and f"traces:    {out / 'traces'}" in stdout
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert len(list((out / "traces").glob("timeline-*.json"))) == 3
-    assert f"checkpoints: {out / 'checkpoints'} (5 kept: ckpt-0, ..., ckpt-30; the latest holds step 30" in stdout
-    assert (out / "checkpoints" / "ckpt-30").is_file()
+    # Every checkpoint on disk, by name: the timer restarts at the re-creation (step 14).
+    kept = "ckpt-0, ckpt-10, ckpt-14, ckpt-24, ckpt-30"
+    assert f"checkpoints: {out / 'checkpoints'} (5 kept: {kept}; the latest holds step 30" in stdout
+    on_disk = sorted((path.name for path in (out / "checkpoints").glob("ckpt-*")), key=lambda n: int(n[5:]))
+    assert ", ".join(on_disk) == kept
     # The hooks' log lines show: the demo configures logging.
     assert "re-creating the session after UnavailableError('worker 1 lost (simulated)')" in stderr
     assert "hookrun: loss = " in stderr and "global_step/sec" in stderr and "step 30/30" in stderr
@@ -147,6 +150,28 @@ def test_demo_with_zero_steps_claims_no_recovery(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "(1 session created, no recovery)" in done.stdout
     assert "one recovery" not in done.stdout
+
+
+def test_a_second_run_into_the_same_out_is_refused_and_leaves_the_first_run_whole(tmp_path: Path) -> None:
+    """--out DIR again: a one-line error naming DIR; the first run's files are untouched."""
+    out = tmp_path / "out"
+    assert run_cli("demo", "--steps", "12", "--out", str(out)).returncode == 0
+    before = {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()}
+    again = run_cli("demo", "--steps", "12", "--out", str(out))
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr.splitlines() == [
+        f"hookrun demo: error: --out {out} is not empty: the demo writes only into a new or empty "
+        "directory (so an earlier run's outputs are never overwritten); give another one, or leave "
+        "out --out for a new temporary one (see: hookrun demo --help)"
+    ]
+    assert {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()} == before
+
+
+def test_an_existing_empty_out_is_used(tmp_path: Path) -> None:
+    """An empty directory given as --out is where the outputs go."""
+    done = run_cli("demo", "--steps", "2", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "checkpoints" / "ckpt-2").is_file()
 
 
 def test_demo_without_out_uses_a_new_directory_and_names_it() -> None:
@@ -215,6 +240,7 @@ def test_the_hookrun_console_script_is_installed() -> None:
     assert done.stdout.strip() == f"hookrun {hookrun.__version__}"
     helped = subprocess.run([str(script), "demo", "--help"], capture_output=True, text=True, timeout=60, check=True)
     assert "--backend {asyncio,trio}" in helped.stdout and "--steps N" in helped.stdout and "--out DIR" in helped.stdout
+    assert "a new or empty directory" in " ".join(helped.stdout.split())
 
 
 def _normalized(line: str, out: str) -> str:

@@ -165,6 +165,7 @@ def test_the_documented_async_run_methods_of_the_builtin_hooks() -> None:
         "CheckpointSaverHook.after_run",
         "FeedFnHook.before_run",
         "GlobalStepWaiterHook.before_run",
+        "MetricsFileHook.after_run",
         "ProfilerHook.before_run",
         "StopOnPredicateHook.after_run",
         "_BeforeRunHook.before_run",

@@ -180,6 +180,22 @@ async def test_step_session_sync_fn_runs_in_a_thread_and_missing_key_lists_keys(
         await sess.aclose()
 
 
+async def test_fetching_a_fed_key_says_fed_keys_are_not_fetched_back() -> None:
+    """A fetch of a key only fed (not returned by the step) says the step must return it."""
+
+    async def make() -> StepSession:
+        return StepSession(lambda feed_dict: {"loss": 0.5, "y": 1})
+
+    async with MonitoredSession(make) as sess:
+        expected = (
+            r"no value for fetch 'x'; 'x' is fed, but a fed key is not fetched back: a StepSession "
+            r"answers only from what its step returns \(return it from the step to fetch it\); "
+            r"the step produced 'loss', 'y'"
+        )
+        with pytest.raises(KeyError, match=expected):
+            await sess.run("x", {"x": 1})
+
+
 def test_public_names_are_exactly_the_contract() -> None:
     """import hookrun gives the names of the core contract (and __all__ is sorted)."""
     expected = {

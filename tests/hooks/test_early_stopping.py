@@ -216,3 +216,56 @@ class TestEarlyStoppingHook:
         """NaN values count as no improvement."""
         hook = EarlyStoppingHook("loss", patience_steps=2)
         assert await self.observe(hook, [math.nan, 1.0, math.nan, math.nan]) == 4
+
+    async def test_zero_patience_stops_at_the_first_evaluation_that_does_not_improve(self) -> None:
+        """patience_steps=0 lets every improvement pass and stops at the first that is none."""
+        hook = EarlyStoppingHook("loss", patience_steps=0)
+        assert await self.observe(hook, [3.0, 2.0, 1.0, 1.5]) == 4
+
+    async def test_the_baseline_is_never_reported_as_the_best(self) -> None:
+        """best and best_step are those of an evaluation, never the baseline's value."""
+        hook = EarlyStoppingHook("loss", patience_steps=10, baseline=0.5)
+        await self.observe(hook, [0.9, 0.8])
+        assert (hook.best, hook.best_step) == (0.8, 2)
+
+    async def test_an_improvement_short_of_the_baseline_does_not_restart_the_wait(self) -> None:
+        """Improving on the best without beating the baseline leaves the wait running from the start."""
+        hook = EarlyStoppingHook("loss", patience_steps=2, baseline=0.5)
+        assert await self.observe(hook, [0.9, 0.8, 0.85]) == 3
+
+    async def test_an_improvement_beating_the_baseline_restarts_the_wait(self) -> None:
+        """An evaluation better than both the best and the baseline starts the wait again."""
+        hook = EarlyStoppingHook("loss", patience_steps=2, baseline=0.5)
+        assert await self.observe(hook, [0.9, 0.4, 0.45, 0.45]) == 4
+
+    async def test_with_min_steps_the_wait_runs_from_the_first_run_that_counts(self) -> None:
+        """Evaluations below min_steps are ignored, and the wait starts at step min_steps - 1."""
+        hook = EarlyStoppingHook("loss", patience_steps=2, baseline=0.5, min_steps=4)
+        assert await self.observe(hook, [0.1, 0.1, 0.1, 0.9, 0.95]) == 5
+        assert (hook.best, hook.best_step) == (0.9, 4)
+
+    async def test_a_first_evaluation_that_does_not_improve_never_stops(self) -> None:
+        """A NaN first evaluation does not stop even with patience 0, as Keras' first epoch."""
+        hook = EarlyStoppingHook("loss", patience_steps=0)
+        assert await self.observe(hook, [math.nan, 1.0, 2.0]) == 3
+        assert (hook.best, hook.best_step) == (1.0, 2)
+
+    async def test_tensorflows_zero_max_steps_stops_at_the_first_evaluation(self) -> None:
+        """stop_if_no_decrease_hook keeps TensorFlow's walk: with 0 steps it stops at once."""
+        hook = stop_if_no_decrease_hook("loss", 0)
+        assert await self.observe(hook, [3.0, 2.0]) == 1
+
+    async def test_the_wait_goes_on_from_a_saved_state(self) -> None:
+        """A state saved mid-wait (baseline not beaten) stops the restored hook where it would have."""
+        hook = EarlyStoppingHook("loss", patience_steps=3, baseline=0.5)
+        await self.observe(hook, [0.9, 0.8])
+        again = EarlyStoppingHook("loss", patience_steps=3, baseline=0.5)
+        again.load_state_dict(hook.state_dict())
+        record = await drive(again, steps=[{"loss": 0.85}], step_counter=LocalStepCounter(2))
+        assert record.stop is not None and again.stopped_at_step == 3
+
+    def test_a_state_from_before_the_wait_start_was_saved_counts_from_the_best(self) -> None:
+        """A state without the wait's start (an older checkpoint) counts the wait from best_step."""
+        hook = EarlyStoppingHook("loss", patience_steps=3)
+        hook.load_state_dict({"verdict": None, "stopped_at_step": None, "timer": {}, "best": 1.0, "best_step": 7})
+        assert hook.state_dict()["since"] == 7 and hook.state_dict()["evaluations"] == 1

@@ -39,6 +39,20 @@ def test_wait_until_step_must_be_an_int() -> None:
         GlobalStepWaiterHook("10")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("target", [True, 2.0])
+def test_wait_until_step_refuses_a_bool_or_a_float(target: object) -> None:
+    """A bool or a float is a TypeError naming the argument."""
+    with pytest.raises(TypeError, match=rf"GlobalStepWaiterHook: wait_until_step must be an int, got {target!r}"):
+        GlobalStepWaiterHook(target)  # type: ignore[arg-type]
+
+
+async def test_a_negative_target_never_waits(drive: Drive) -> None:
+    """Target -3 (a worker index times a delay, after an offset) is accepted and runs at once."""
+    counter = CountingCounter()
+    record = await drive(GlobalStepWaiterHook(-3), steps=2, step_counter=counter)
+    assert record.steps == 2 and counter.waits == 0
+
+
 async def test_not_wait_for_step_zero(drive: Drive) -> None:
     """Target 0 runs at once, without waiting on the counter."""
     counter = CountingCounter()

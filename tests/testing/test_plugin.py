@@ -81,6 +81,18 @@ def test_the_kit_fixtures_are_absent_unless_enabled(tmp_path: Path) -> None:
     assert code != 0 and "fixture 'drive' not found" in output
 
 
+def test_a_missing_kit_fixture_says_how_to_enable_the_kit(tmp_path: Path) -> None:
+    """The error of a test asking for drive without the kit names the three ways to enable it."""
+    (tmp_path / "test_kit.py").write_text(KIT_TESTS)
+    code, output = run_pytest(tmp_path)
+    assert code != 0 and "fixture 'drive' not found" in output
+    hint = output[output.index("hookrun: 'drive' is a fixture of hookrun's test kit") :]
+    assert "-p hookrun.testing" in hint and "hookrun_testing = true" in hint
+    assert 'pytest_plugins = ["hookrun.testing"]' in hint
+    code, blocked = run_pytest(tmp_path, "-p", "no:hookrun")
+    assert code != 0 and "hookrun's test kit" not in blocked  # the hint is the entry point's
+
+
 @pytest.mark.parametrize(
     ("args", "ini"),
     [(("-p", "hookrun.testing"), ""), ((), "hookrun_testing = true")],

@@ -9,7 +9,7 @@ first-error slot, and waiting on them without polling (``StopSignal``,
 ``LooperThread``). The signal knows no tasks; the looper uses the coordinator's
 public API only.
 
-Imports: the shared ``_errors``, ``_log``, ``_global_step``, ``_validate`` and ``_timer``
-(the clock protocol of ``loop``). It knows nothing of hooks or sessions: the hook
+Imports: the shared ``_errors``, ``_log``, ``_global_step``, ``_validate``, ``_timer``
+(the clock protocol of ``loop``) and ``_inside`` (a task it starts is inside no step). It knows nothing of hooks or sessions: the hook
 protocol hands a coordinator to hooks, and ``_session`` creates one per session.
 """

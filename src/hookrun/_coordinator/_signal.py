@@ -23,6 +23,7 @@ import anyio
 
 from .._errors import CLEAN_STOP_TYPES
 from .._log import logger
+from .._validate import exception_types
 
 __all__ = ["StopSignal", "checkpoint", "clean_types"]
 
@@ -82,14 +83,7 @@ def clean_types(types: Iterable[type[BaseException]] | None) -> tuple[type[BaseE
     """The exception types that only request stop (``Coordinator(clean_stop_exception_types=...)``)."""
     if types is None:
         return CLEAN_STOP_TYPES
-    result = tuple(types)
-    bad = [t for t in result if not (isinstance(t, type) and issubclass(t, BaseException))]
-    if bad:
-        raise TypeError(
-            "Coordinator(clean_stop_exception_types=...) must hold exception classes, "
-            f"got {bad[0]!r}"
-        )
-    return result
+    return exception_types(types, "Coordinator(clean_stop_exception_types=...)")
 
 
 async def checkpoint() -> None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
 from .._global_step import LocalStepCounter, StepCounter
+from .._inside import forget_steps
 from .._log import logger
 from .._validate import check_number
 from ._looper import run_loop
@@ -225,6 +226,7 @@ class Coordinator:
         fn: Callable[..., Awaitable[object]],
         args: tuple[object, ...],
     ) -> None:
+        forget_steps()  # started from a hook maybe, it runs beside the steps, not inside one
         try:
             with scope:
                 await fn(*args)

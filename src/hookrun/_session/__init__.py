@@ -17,7 +17,8 @@ the raw side: what a session and a session creator are (``_raw.py``), what a cre
 may be (``_factories.py``), closing a raw session (``_closing.py``) and lending one
 (``_borrowed.py``).
 
-Imports: the shared ``_errors``, ``_log``, ``_global_step``, ``_validate``, the hook
+Imports: the shared ``_errors``, ``_log``, ``_global_step``, ``_validate``, ``_inside``
+(which sessions the running code is inside a step of: set around every step), the hook
 protocol ``_hook_protocol``, the ``_coordinator`` each session creates, ``_dispatch``
 (the phases of hook calls) and ``_observe`` (its statistics). Never ``_checkpoint``
 or the built-in hooks: those build on the session.

@@ -47,6 +47,7 @@ from .._dispatch._wake import Wakers
 from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
 from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
+from .._inside import enter_step, inside_error, inside_step, leave_step
 from ._in_flight_step import Rescope, Step
 from ._lane_sessions import LaneSessions
 from ._lanes import Lane, LanePool, PhaseLock, Turnstile
@@ -91,14 +92,17 @@ class InFlight:
         s = self.s
         if s._state is not State.OPEN or s._hook_stop:
             return True
-        if not self.sessions.any_stopped:  # the common case: no coordinator was asked to stop
+        coord = self.sessions.coord
+        if coord is None or not coord.should_stop():  # the common case
             return False
-        for coord in self.sessions.coordinators:
-            if coord.should_stop():
-                held = coord.exception
-                if not (s._recovers and held is not None and s._is_recoverable(held)):
-                    return True
-        return False
+        held = coord.exception
+        return not (s._recovers and held is not None and s._is_recoverable(held))
+
+    def check_entry(self, what: str) -> None:
+        """``check_open``, and refuse a call from inside one of the session's own steps."""
+        if inside_step(self.s):
+            raise inside_error(self.s, what)
+        self.check_open(what)
 
     def check_open(self, what: str) -> None:
         """Refuse a step, saying why, unless the session is open and no stop was requested."""
@@ -170,10 +174,11 @@ class InFlight:
         return error
 
     async def ready(self, step: Step, budget: RetryBudget | None) -> RetryBudget | None:
-        """Re-create the step's lane first if it has no session or its coordinator holds a
-        recoverable error (a background task's)."""
+        """Re-create the step's lane first if it has no session, or if the coordinator holds
+        a recoverable error (a background task's): the first step to see it takes it (the
+        coordinator forgets it) and re-creates its own lane; the other lanes go on."""
         s, lane = self.s, step.lane
-        coord = lane.coord
+        coord = self.sessions.coord
         held = coord.exception if coord is not None and coord.should_stop() else None
         if lane.raw is not None and not (held is not None and s._is_recoverable(held)):
             return budget
@@ -181,8 +186,11 @@ class InFlight:
         if lane.raw is None:
             await self.sessions.create(lane, budget)
         else:
-            assert held is not None
-            if not s._recovers or not await self.sessions.recover(lane, held, budget):
+            assert held is not None and coord is not None
+            if not s._recovers:
+                raise held
+            coord.clear_stop()  # taken: no other step recovers for it
+            if not await self.sessions.recover(lane, held, budget):
                 raise held
         return budget
 
@@ -381,6 +389,7 @@ class InFlight:
         when the caller, under a new scope, calls again with it. Every other way out ends
         the step."""
         ended = True
+        inside = enter_step(self.s)
         try:
             return await self._run_in_scope(step, again)
         except Rescope:
@@ -391,6 +400,7 @@ class InFlight:
                 self.fail_others(step, exc)
             raise
         finally:
+            leave_step(inside)
             if ended:
                 self.end(step)
 
@@ -422,7 +432,7 @@ class InFlight:
         options: RunOptions | None = None, run_metadata: RunMetadata | None = None,
     ) -> Any:
         """``MonitoredSession.run`` with steps in flight: one step on a free lane."""
-        self.check_open("run()")
+        self.check_entry("run()")
         if feed_dict is not None and type(feed_dict) is not dict:
             from .._hook_protocol import check_feed_dict
 

@@ -69,7 +69,7 @@ def install_in_flight(session: Any, creator: object, n: int) -> None:
         from ._iterate import check_feeds
 
         check_flag("iterate(): ordered", ordered)
-        engine.check_open("iterate()")
+        engine.check_entry("iterate()")
         check_feeds(feeds, fetches)
         return InFlightIterator(engine, fetches, feeds, ordered=ordered)
 

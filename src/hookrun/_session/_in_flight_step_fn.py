@@ -12,6 +12,7 @@ from typing import Any
 
 from .._errors import RunAfterStopError
 from .._hook_protocol import RunMetadata, RunOptions
+from .._inside import enter_step, leave_step
 from ._checks import check_step_fn
 from ._in_flight import InFlight
 from ._in_flight_step import Step
@@ -26,9 +27,10 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
     from ._monitored import StepContext  # the session's module imports this one
 
     check_step_fn(step_fn)
-    self.check_open("run_step_fn()")
+    self.check_entry("run_step_fn()")
     step = await self.take_lane((None, None, None, None))
     s = self.s
+    inside = enter_step(s)
     try:
         with step.scope:
             budget = await self.ready(step, None)
@@ -45,6 +47,7 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
                         raise
         raise self.cancelled_error(step)
     finally:
+        leave_step(inside)
         self.end(step)
 
 

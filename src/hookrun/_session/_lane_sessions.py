@@ -4,10 +4,13 @@ and closing them all once.
 
 ``LaneSessions`` is owned by the steps-in-flight engine (``_in_flight.py``) and works on
 the monitored session's creator, coordinator task group, hooks and statistics. Each lane
-has its own raw session and coordinator; every hook's ``after_create_session`` hears of
-each one (under the engine's phase lock: one hook phase at a time). The first lane that
-has a session lends it (and its coordinator) to the monitored session: ``raw_session()``
-and the session ``end`` and ``on_exception`` receive.
+has its own raw session; the monitored session has one coordinator, opened with the
+first lane's session and closed (first) with the session, so the tasks hooks start on it
+(a checkpoint being written, a poller) outlive any lane's recovery, which re-creates that
+lane's raw session only. Every hook's ``after_create_session`` hears of each raw session
+with that coordinator (under the engine's phase lock: one hook phase at a time). The
+first lane that has a session lends it to the monitored session: ``raw_session()`` and
+the session ``end`` and ``on_exception`` receive.
 
 Restoring creators: the first lane's session comes from ``create_session()`` (which may
 restore the step counter and the hooks); every other one, at entry and on re-creation,
@@ -37,7 +40,6 @@ from ._lifecycle import _aclose, _aclose_logged
 from ._state import State
 
 if TYPE_CHECKING:
-    from .._coordinator._signal import StopSignal
     from ._lanes import Lane, PhaseLock
     from ._retry import RetryBudget
 
@@ -64,12 +66,9 @@ class LaneSessions:
         self.s = session
         self.lanes = lanes
         self._phase = phase
-        #: The coordinators of the lanes that have a session, in lane order, and their stop
-        #: signals (kept by ``_publish``).
-        self.coordinators: tuple[Coordinator, ...] = ()
-        self.stop_signals: tuple[StopSignal, ...] = ()
-        #: False only while none of them is set (each tells ``_signalled`` when it is).
-        self.any_stopped = False
+        #: The monitored session's one coordinator: opened with the first lane's session,
+        #: closed with the session; a lane's recovery leaves it (and its tasks) running.
+        self.coord: Coordinator | None = None
         more = getattr(creator, "create_lane_session", None)
         self._create_more: Callable[[], Awaitable[Any]] = (
             creator_function(more) if more is not None else session._create_session
@@ -102,14 +101,17 @@ class LaneSessions:
         raw = await (s._create_session() if first else self._create_more())
         try:
             check_session(raw)
-            coord = Coordinator(step_counter=s._counter)
-            assert s._tg is not None
-            await open_hosted(coord, s._tg)
+            if self.coord is None:
+                coord = Coordinator(step_counter=s._counter)
+                assert s._tg is not None
+                await open_hosted(coord, s._tg)
+                self.coord = coord
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._close_raw(raw, lane)
             raise
-        lane.raw, lane.coord = raw, coord
+        coord = self.coord
+        lane.raw = raw
         self._publish()
         try:
             plan = s._after_create
@@ -165,20 +167,13 @@ class LaneSessions:
     # -- closing ---------------------------------------------------------------------------
 
     async def close_lane(self, lane: Lane, *, log: bool) -> list[BaseException]:
-        """Close ``lane``'s coordinator and raw session (shielded, bounded by the grace
-        period); their errors are returned, or logged with ``log``."""
+        """Close ``lane``'s raw session (shielded, bounded by the grace period); its error is
+        returned, or logged with ``log``."""
         s = self.s
-        coord, raw = lane.coord, lane.raw
-        lane.coord = lane.raw = None
+        raw, lane.raw = lane.raw, None
         self._publish()
         failures: list[BaseException] = []
         with anyio.move_on_after(2 * s._grace + 1.0, shield=True) as scope:
-            if coord is not None:
-                try:
-                    await close_hosted(coord, s._grace)
-                except Exception as exc:
-                    if not (log and s._is_recoverable(exc)):
-                        failures.append(exc)
             if raw is not None and not any(other.raw is raw for other in self.lanes):
                 try:
                     await _aclose(raw)
@@ -195,8 +190,20 @@ class LaneSessions:
         return failures
 
     async def close_all(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
-        """Close every lane's session once (the monitored session's ``_close_current``)."""
+        """Close the coordinator, then every lane's session once (the monitored session's
+        ``_close_current``)."""
+        s = self.s
         failures: list[BaseException] = []
+        coord, self.coord = self.coord, None
+        if coord is not None:
+            with anyio.move_on_after(2 * s._grace + 1.0, shield=True) as scope:
+                try:
+                    await close_hosted(coord, s._grace)
+                except Exception as exc:
+                    failures.append(exc)
+            if scope.cancelled_caught:
+                log_warning("closing the coordinator took longer than stop_grace_period=%ss; gave up waiting",
+                            s._grace, step=s._step_now())
         for lane in self.lanes:
             failures += await self.close_lane(lane, log=False)
         if not raise_errors:
@@ -206,19 +213,10 @@ class LaneSessions:
         return failures
 
     def _publish(self) -> None:
-        """The monitored session's own session and coordinator: the first lane's that has one;
-        and the lanes' coordinators."""
+        """The monitored session's own session (the first lane's that has one) and coordinator."""
         s = self.s
-        self.coordinators = tuple(lane.coord for lane in self.lanes if lane.coord is not None)
-        self.stop_signals = tuple(coord._signal for coord in self.coordinators)
-        for signal in self.stop_signals:
-            signal.watcher = self._signalled
-        self.any_stopped = any(signal.stopped for signal in self.stop_signals)
         lane = next((lane for lane in self.lanes if lane.raw is not None), None)
-        s._raw, s._coord = (None, None) if lane is None else (lane.raw, lane.coord)
-
-    def _signalled(self) -> None:
-        self.any_stopped = True
+        s._raw, s._coord = (None if lane is None else lane.raw), self.coord
 
     async def _close_raw(self, raw: object, lane: Lane) -> None:
         if not any(other.raw is raw for other in self.lanes):

@@ -1,5 +1,4 @@
-"""The lanes of a monitored session with steps in flight: ``Lane`` (one raw session and
-its coordinator), ``LanePool`` (the free lanes, handed out first come first served, and
+"""The lanes of a monitored session with steps in flight: ``Lane`` (one raw session), ``LanePool`` (the free lanes, handed out first come first served, and
 how many steps were in flight over time), ``PhaseLock`` (one hook phase at a time) and
 ``Turnstile`` (lets the ``after_run`` phases through in step order).
 
@@ -13,25 +12,21 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._dispatch._wake import Waker, Wakers
-
-if TYPE_CHECKING:
-    from .._coordinator._tasks import Coordinator
 
 __all__ = ["Lane", "LanePool", "PhaseLock", "Turnstile"]
 
 
 class Lane:
-    """One lane: its raw session and coordinator (``None`` while it has none)."""
+    """One lane: its raw session (``None`` while it has none)."""
 
-    __slots__ = ("coord", "index", "raw")
+    __slots__ = ("index", "raw")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.raw: Any = None
-        self.coord: Coordinator | None = None
 
     def __repr__(self) -> str:
         return f"Lane({self.index}, {'no session' if self.raw is None else type(self.raw).__name__})"

@@ -40,7 +40,6 @@ notes); a close after an error adds them to that error as notes instead.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -50,6 +49,7 @@ import anyio
 from .._coordinator._tasks import close_hosted
 from .._dispatch._workers import WorkerPool
 from .._errors import CLEAN_STOP_TYPES, SessionClosedError
+from .._inside import inside_error, inside_step
 from .._log import log_warning
 from ._serving import claim_hooks
 from ._state import CLOSABLE as _CLOSABLE
@@ -140,12 +140,8 @@ class Lifecycle:
         Called from another task, it raises ``SessionClosedError`` if the block is left
         (cancelled) before the hooks' ``end`` is done: that cancellation cuts ``end`` short.
         """
-        if self._state in _CLOSABLE and self._busy and _inside_own_step(self):
-            raise RuntimeError(
-                f"{type(self).__name__}.aclose() called from inside one of its own steps (a hook or "
-                "a step function): a close waits for the running step, which would wait for ever; "
-                "call run_context.request_stop() and leave the 'async with' block instead"
-            )
+        if self._state in _CLOSABLE and inside_step(self):
+            raise inside_error(self, "aclose()")
         await self._close(call_end=True, error=None)
 
     async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
@@ -321,27 +317,6 @@ class Lifecycle:
         if self._tg is None:
             raise SessionClosedError(f"{type(self).__name__} is not open")
         return self._tg
-
-
-def _inside_own_step(session: object) -> bool:
-    """Whether the caller runs inside a step of ``session``: in the task running its
-    ``run`` / ``run_step_fn`` (their frames are on the stack), or in one of the workers
-    running its hooks. Only asked when a close finds a step running (never on a step)."""
-    pool = getattr(session, "_dispatcher", None)
-    pool = getattr(pool, "_pool", None)
-    engine = getattr(session, "_in_flight", session)  # steps in flight: its entry points too
-    frame = sys._getframe(1)
-    while frame is not None:
-        code = frame.f_code
-        owner = frame.f_locals.get("self")
-        if code.co_name in ("run", "run_step_fn") and (owner is session or owner is engine):
-            return True
-        if code.co_name == "_step_task" and getattr(owner, "_session", None) is session:
-            return True
-        if code is WorkerPool._work.__code__ and pool is not None and frame.f_locals.get("self") is pool:
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
 
 
 async def _aclose(raw: object) -> None:

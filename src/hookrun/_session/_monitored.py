@@ -52,6 +52,7 @@ from .._dispatch._plan import hook_name
 from .._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import LocalStepCounter, StepCounter
 from .._hook_protocol import RunMetadata, RunOptions, check_feed_dict
+from .._inside import enter_step, inside_error, inside_step, leave_step
 from .._observe._report import SessionStatistics
 from .._observe._statistics import Collector, StatisticsOptions, statistics_options
 from .._validate import (
@@ -253,6 +254,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
             raise SessionClosedError(f"{name}.{what} called while the session is being entered (from another task)")
         if self._state is State.CLOSED:
             raise SessionClosedError(f"{name}.{what} called after the session closed")
+        if self._busy and inside_step(self):
+            raise inside_error(self, what)
         if self._busy:
             raise RuntimeError(
                 f"{name}.{what} called while another run() or run_step_fn() "
@@ -281,6 +284,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         if feed_dict is not None and type(feed_dict) is not dict:
             check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
         self._busy = True
+        inside = enter_step(self)
         try:
             if not self._recovers:
                 return await self._step(fetches, feed_dict, options, run_metadata)
@@ -294,6 +298,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
                 self._fail_over()
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
+            leave_step(inside)
             self._busy = False
             if self._step_done is not None:  # a close from another task waits for this step
                 self._step_done.set()
@@ -312,7 +317,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         while the loop body runs, until 2 N results wait to be taken (``aclose()`` stops).
         """
         check_flag("iterate(): ordered", ordered)
-        if self._state not in _STEPPABLE:
+        if self._state not in _STEPPABLE or inside_step(self):
             self._admit("iterate()")
         check_feeds(feeds, fetches)
         return StepIterator(self, fetches, feeds, self._set_hook_stop)
@@ -323,11 +328,13 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         check_step_fn(step_fn)
         self._admit("run_step_fn()")
         self._busy = True
+        inside = enter_step(self)
         try:
             if self._recovers:
                 return await self._with_recovery(self._call_step_fn, step_fn)
             return await self._call_step_fn(step_fn)
         finally:
+            leave_step(inside)
             self._busy = False
             if self._step_done is not None:
                 self._step_done.set()
@@ -348,23 +355,14 @@ class MonitoredSession(_MonitoredSessionBase):
     declare ``overlapping_steps = True`` (see "Steps in flight" in the docs).
 
     Args:
-        session_creator: What makes the raw session: a function of no arguments
-            returning one (``async def`` or plain), or an object with such a
-            ``create_session()``. Called at entry, on every recovery, and once per lane.
-        hooks: The hooks, in the order their results are merged: ``SessionRunHook``
-            subclasses or any objects with some of its methods. ``None``: no hooks.
-        stop_grace_period: Seconds the coordinator's background tasks get to finish when
-            the session closes, before they are cancelled.
-        retry: How recovery waits and when it gives up. ``None``: ``RetryPolicy()``,
-            which retries for ever, as TensorFlow does.
-        recoverable: Exception types that mean a lost session too, besides
-            ``AbortedError`` and ``UnavailableError``.
-        step_counter: The global step counter (a :class:`StepCounter`), shared with the
-            hooks as ``coord.step_counter``. ``None``: a new ``LocalStepCounter`` at 0.
-        hook_timeout: Seconds a call of an async hook method may take; a longer one is
-            cancelled and the step fails with ``HookTimeoutError``. ``None``: no limit.
-        statistics: ``True`` keeps what :meth:`statistics` returns, ``False`` keeps
-            nothing, a ``StatisticsOptions`` says how.
+        session_creator: Makes each raw session: at entry, on every recovery, once per lane.
+        hooks: The hooks, their results merged in this order (``SessionRunHook``s or alike).
+        stop_grace_period: Seconds the coordinator's tasks get to finish when the session closes.
+        retry: How recovery waits and gives up. ``None``: ``RetryPolicy()``, retrying for ever.
+        recoverable: More types of a lost session, besides ``AbortedError``, ``UnavailableError``.
+        step_counter: The global step counter. ``None``: a new ``LocalStepCounter`` at 0.
+        hook_timeout: Seconds an async hook call may take, then ``HookTimeoutError``.
+        statistics: Keep statistics (``True``), none (``False``), or as ``StatisticsOptions`` say.
         max_in_flight: How many steps may run at once, each on a lane of its own.
     """
 
@@ -404,19 +402,12 @@ class SingularMonitoredSession(_MonitoredSessionBase):
     """A monitored session that never recovers: every error propagates.
 
     Args:
-        session_creator: What makes the raw session: a function of no arguments
-            returning one (``async def`` or plain), or an object with such a
-            ``create_session()``. Called at entry, and once per lane.
-        hooks: The hooks, in the order their results are merged: ``SessionRunHook``
-            subclasses or any objects with some of its methods. ``None``: no hooks.
-        stop_grace_period: Seconds the coordinator's background tasks get to finish when
-            the session closes, before they are cancelled.
-        step_counter: The global step counter (a :class:`StepCounter`), shared with the
-            hooks as ``coord.step_counter``. ``None``: a new ``LocalStepCounter`` at 0.
-        hook_timeout: Seconds a call of an async hook method may take; a longer one is
-            cancelled and the step fails with ``HookTimeoutError``. ``None``: no limit.
-        statistics: ``True`` keeps what ``statistics()`` returns, ``False`` keeps
-            nothing, a ``StatisticsOptions`` says how.
+        session_creator: Makes each raw session: at entry, and once per lane.
+        hooks: The hooks, their results merged in this order (``SessionRunHook``s or alike).
+        stop_grace_period: Seconds the coordinator's tasks get to finish when the session closes.
+        step_counter: The global step counter. ``None``: a new ``LocalStepCounter`` at 0.
+        hook_timeout: Seconds an async hook call may take, then ``HookTimeoutError``.
+        statistics: Keep statistics (``True``), none (``False``), or as ``StatisticsOptions`` say.
         max_in_flight: How many steps may run at once, each on a lane of its own.
     """
 

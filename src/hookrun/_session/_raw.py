@@ -124,8 +124,14 @@ class StepSession:
         try:
             return [produced[key] for key in fetches]
         except KeyError as exc:
+            key = exc.args[0]
+            fed = (
+                f"; {key!r} is fed, but a fed key is not fetched back: a StepSession answers "
+                "only from what its step returns (return it from the step to fetch it)"
+                if key in feed_dict else ""
+            )
             missing = KeyError(
-                f"{self!r}: no value for fetch {exc.args[0]!r}; the step produced "
+                f"{self!r}: no value for fetch {key!r}{fed}; the step produced "
                 f"{', '.join(sorted(map(repr, produced))) or 'nothing'}"
             )
             missing.key = exc.args[0]  # type: ignore[attr-defined]  # the monitored session names who asked

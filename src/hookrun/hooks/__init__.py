@@ -1,5 +1,5 @@
 """Built-in hooks: every TensorFlow basic session-run hook, early stopping, a progress
-bar, and decorators that turn functions into hooks.
+bar, a metrics file, and decorators that turn functions into hooks.
 
 One hook per private module; this package re-exports the public names. Hooks
 read the global step from the runtime's step counter, never from a fetch, and
@@ -16,15 +16,7 @@ from typing import TYPE_CHECKING
 from .._public import publish, publish_loaded
 from .._timer import NeverTriggerTimer, SecondOrStepTimer
 from ._checkpoint_saver import CheckpointSaverHook, CheckpointSaverListener
-from ._early_stopping import (
-    EarlyStoppingHook,
-    StopOnPredicateHook,
-    ThresholdStoppingHook,
-    stop_if_higher_hook,
-    stop_if_lower_hook,
-    stop_if_no_decrease_hook,
-    stop_if_no_increase_hook,
-)
+from ._early_stopping import EarlyStoppingHook, StopOnPredicateHook, ThresholdStoppingHook
 from ._events import read_eval_metrics
 from ._feed_fn import FeedFnHook
 from ._final_ops import FinalOpsHook
@@ -38,11 +30,18 @@ from ._function_hooks import (
 )
 from ._global_step_waiter import GlobalStepWaiterHook
 from ._logging_tensor import LoggingTensorHook
+from ._metrics_file import MetricsFileHook
 from ._nan_tensor import NanLossDuringTrainingError, NanTensorHook
 from ._profiler import ProfilerHook, chrome_trace
 from ._progress import ProgressBarHook
 from ._step_counter import StepCounterHook
 from ._stop_at_step import StopAtStepHook
+from ._stop_if import (
+    stop_if_higher_hook,
+    stop_if_lower_hook,
+    stop_if_no_decrease_hook,
+    stop_if_no_increase_hook,
+)
 from ._summary_saver import SummarySaverHook
 from ._summary_writer import SummaryWriter, TensorBoardWriter
 from ._triggers import Trigger, at_step, every, when
@@ -74,6 +73,7 @@ __all__ = [
     "FunctionHook",
     "GlobalStepWaiterHook",
     "LoggingTensorHook",
+    "MetricsFileHook",
     "NanLossDuringTrainingError",
     "NanTensorHook",
     "NeverTriggerTimer",

@@ -24,12 +24,17 @@ from typing import Any, Literal
 import anyio
 import anyio.lowlevel
 
-from .._checkpoint._checkpointable import checkpointables, collect_state
+from .._checkpoint._checkpointable import (
+    check_session_state,
+    checkpointables,
+    collect_state,
+    is_checkpointable,
+)
 from .._checkpoint._checkpointer import Checkpointer, EncodedState
 from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._session._serving import served_hooks
 from .._timer import Clock, SecondOrStepTimer
-from .._validate import check_file_name, check_path
+from .._validate import check_file_name, check_flag, check_path
 from ._common import call_maybe_async, check_timer_args, fields, logger, step_counter_of
 
 __all__ = ["CheckpointSaverHook", "CheckpointSaverListener"]
@@ -72,6 +77,12 @@ class CheckpointSaverHook(SessionRunHook):
     ``"max"``; of equal metrics, the older) next to the ``max_to_keep`` newest.
     ``wait_saved()`` waits for a background write.
 
+    ``restore_best=True`` (Keras' ``restore_best_weights``; needs ``monitor`` and
+    ``keep_best``) hands back the best state: at ``end``, after the last save,
+    the session's state is loaded from ``checkpointer.best()`` (the global
+    step and the hooks keep their last values); ``restored_step`` is that
+    checkpoint's step.
+
     Args:
         checkpoint_dir: Where checkpoints go, unless ``checkpointer`` is given.
         save_secs: Seconds between checkpoints.
@@ -86,6 +97,8 @@ class CheckpointSaverHook(SessionRunHook):
         checkpointables: More ``Checkpointable`` objects (not hooks) saved with every
             checkpoint.
         max_to_keep: How many of the newest checkpoints to keep. ``None``: all.
+        restore_best: At ``end``, load the session's state from the best checkpoint
+            kept (needs ``monitor`` and ``keep_best``).
         clock: A function of no arguments returning seconds, for ``save_secs``. ``None``:
             ``anyio.current_time``.
     """
@@ -109,9 +122,11 @@ class CheckpointSaverHook(SessionRunHook):
         *,
         checkpointables: Iterable[object] = (),
         max_to_keep: int | None = 5,
+        restore_best: bool = False,
         clock: Clock | None = None,
     ) -> None:
         check_timer_args("CheckpointSaverHook", "save_secs", save_secs, "save_steps", save_steps)
+        check_flag("CheckpointSaverHook: restore_best", restore_best)
         check_path("CheckpointSaverHook: checkpoint_dir", checkpoint_dir, optional=True)
         check_file_name("CheckpointSaverHook: checkpoint_basename", checkpoint_basename)
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps, clock=clock)
@@ -120,7 +135,14 @@ class CheckpointSaverHook(SessionRunHook):
         self.checkpointer = _checkpointer(
             checkpoint_dir, checkpointer, checkpoint_basename, max_to_keep, mode, keep_best
         )
+        if restore_best and (monitor is None or not self.checkpointer.retention.keep_best):
+            raise ValueError(
+                "CheckpointSaverHook: restore_best hands back the best checkpoint, which needs "
+                "monitor= and keep_best= of at least 1 (so that the best one is kept)"
+            )
         self.monitor = monitor
+        self.restore_best = restore_best
+        self.restored_step: int | None = None
         self._listeners = tuple(listeners)
         for listener in self._listeners:
             if not any(callable(getattr(listener, name, None)) for name in _LISTENER_METHODS):
@@ -158,12 +180,18 @@ class CheckpointSaverHook(SessionRunHook):
         """Save at the current step, unless the newest valid checkpoint is of that step (the
         one just restored); a listener's stop request is ignored here.
 
-        With steps in flight (several lanes), the hook keeps the coordinator it has while
-        that one runs: another lane's new session is neither adopted nor saved (its state
-        was just restored from an older checkpoint, and the lanes still running are ahead)."""
+        With steps in flight (several lanes, one coordinator), the hook keeps the
+        coordinator it has while that one runs: another lane's new session is neither
+        adopted nor saved (its state was just restored from an older checkpoint, and the
+        lanes still running are ahead)."""
         current = self._coord
         if current is not None and not getattr(current, "should_stop", lambda: True)():
             return  # another lane's session: the coordinator in use still runs
+        if self.restore_best and not is_checkpointable(session):
+            raise TypeError(
+                f"CheckpointSaverHook: restore_best loads the best state into the session, but "
+                f"{session!r} has no state_dict() and load_state_dict()"
+            )
         self._coord, self._writing = coord, None  # the previous coordinator's tasks are over
         self._metric = self._metric_step = None  # fetched from a session that is gone
         counter = step_counter_of(coord)
@@ -190,7 +218,8 @@ class CheckpointSaverHook(SessionRunHook):
         await self._save(run_context.session, step, background=True, may_stop=True)
 
     async def end(self, session: object) -> None:
-        """Save the last step unless just saved, then call every listener's ``end``."""
+        """Save the last step unless just saved, hand back the best state if asked, then call
+        every listener's ``end`` (which sees that state)."""
         await self.wait_saved()
         counter = step_counter_of(self._coord)
         if counter is not None:
@@ -199,6 +228,8 @@ class CheckpointSaverHook(SessionRunHook):
             step = self.last_saved_step if self.last_saved_step is not None else 0
         if step != self.last_saved_step:
             await self._save(session, step, background=False, may_stop=False)
+        if self.restore_best:
+            await self._restore_best(session, step)
         for listener in self._listeners:
             await _notify(listener, "end", session, step)
 
@@ -207,6 +238,31 @@ class CheckpointSaverHook(SessionRunHook):
         flight is finished or stopped by that coordinator as it closes (a checkpoint file is
         written whole or not at all); listeners' ``end`` is not called."""
         self._coord, self._writing = None, None
+
+    async def _restore_best(self, session: object, step: int) -> None:
+        """Load the session's state from the best checkpoint; a corrupt file is raised."""
+        best = self.checkpointer.best()
+        if best is None:
+            logger.warning(
+                "CheckpointSaverHook: no checkpoint has a value of %r; the session keeps its last state",
+                self.monitor, extra=fields(step, "CheckpointSaverHook", "end"),
+            )
+            return
+        restored = await self.checkpointer.restore(best.path)
+        assert restored is not None  # an explicit path raises rather than return None
+        check_session_state(restored.state, best.path)
+        if "session" not in restored.state:
+            logger.warning(
+                "CheckpointSaverHook: the best checkpoint %s holds no session state; the session "
+                "keeps its last state", best.path, extra=fields(step, "CheckpointSaverHook", "end"),
+            )
+            return
+        await call_maybe_async(session.load_state_dict, restored.state["session"])  # type: ignore[attr-defined]
+        self.restored_step = best.step
+        logger.info(
+            "restored the session state of the best checkpoint %s (%r = %s)",
+            best.path, self.monitor, best.metric, extra=fields(step, "CheckpointSaverHook", "end"),
+        )
 
     async def wait_saved(self) -> None:
         """Wait until the checkpoint being written in the background (if any) is durable."""

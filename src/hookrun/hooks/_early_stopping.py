@@ -1,4 +1,5 @@
-"""Early stopping: ``StopOnPredicateHook``, metric-based hooks and TensorFlow's ``stop_if_*``.
+"""Early stopping: ``StopOnPredicateHook`` and the metric-based hooks (TensorFlow's
+``stop_if_*`` factories build them, in ``_stop_if.py``).
 
 Metric hooks fetch ``metric_key`` every step and treat each non-``None``
 value as one *evaluation* at the global step that run reached (a step
@@ -22,15 +23,7 @@ from .._timer import Clock, SecondOrStepTimer
 from .._validate import check_callable, check_flag, check_int, check_number
 from ._common import call_maybe_async, check_timer_args, fields, logger
 
-__all__ = [
-    "EarlyStoppingHook",
-    "StopOnPredicateHook",
-    "ThresholdStoppingHook",
-    "stop_if_higher_hook",
-    "stop_if_lower_hook",
-    "stop_if_no_decrease_hook",
-    "stop_if_no_increase_hook",
-]
+__all__ = ["EarlyStoppingHook", "StopOnPredicateHook", "ThresholdStoppingHook"]
 
 
 def _check_timer(
@@ -190,13 +183,25 @@ class EarlyStoppingHook(_MetricStoppingHook):
     """Stops when ``metric_key`` has not improved for ``patience_steps`` global steps.
 
     ``mode="min"`` (lower is better, e.g. a loss) or ``"max"`` (e.g. accuracy).
-    An evaluation improves on the best so far when it is better by more than
-    ``min_delta``; the first evaluation at a step >= ``min_steps`` is the first
-    best, unless ``baseline`` is given, which then is the value to beat (from
-    that first evaluation's step). Stop once an evaluation's step is at least
-    ``patience_steps`` after the best one's. NaN never improves. ``best`` and
-    ``best_step`` expose the state.
+    An evaluation improves when it is better than the best so far by more than
+    ``min_delta`` (with no best yet, any value but NaN and the worst infinity
+    does); ``best`` and ``best_step`` are the best evaluation and its step
+    (``None`` before the first improvement: never a value no evaluation
+    produced). The wait runs
+    from the start of the first run whose evaluation counts (the session's
+    first step, or ``min_steps - 1`` if later) and starts again at each
+    improvement; with a ``baseline``, only at an improvement that also beats
+    the baseline by more than ``min_delta``. An evaluation that does not
+    improve stops the session once the wait is ``patience_steps`` or more; an
+    improving evaluation and the very first one never stop. With one
+    evaluation every ``n`` steps, ``patience_steps=patience * n`` is Keras'
+    ``EarlyStopping(patience=patience)``, ``patience=0`` and ``baseline``
+    included.
     """
+
+    #: TensorFlow's walk (``stop_if_no_*_hook``): the wait starts at the first evaluation and
+    #: any evaluation, an improving one included, stops once it has lasted the patience.
+    _tf_walk = False
 
     def __init__(
         self,
@@ -221,8 +226,11 @@ class EarlyStoppingHook(_MetricStoppingHook):
         self.mode = mode
         self.patience_steps = patience_steps
         self.min_delta = min_delta
-        self.best: float | None = baseline
+        self.baseline = baseline
+        self.best: float | None = None
         self.best_step: int | None = None
+        self._since: int | None = None  # the step the wait runs from
+        self._evaluations = 0
 
     def __repr__(self) -> str:
         return (
@@ -230,29 +238,50 @@ class EarlyStoppingHook(_MetricStoppingHook):
             f"patience_steps={self.patience_steps}, best={self.best} at {self.best_step})"
         )
 
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        """Fetch the metric; the first run also starts the wait (Keras counts from the start)."""
+        if self._since is None and not self._tf_walk:
+            self._since = max(run_context.global_step, self.min_steps - 1)
+        return self._request
+
     def state_dict(self) -> dict[str, Any]:
-        """The best value, its step, the decision so far and the check timer (checkpointable)."""
-        return {**super().state_dict(), "best": self.best, "best_step": self.best_step}
+        """The best value, its step, the wait's start, the decision so far and the check timer
+        (checkpointable)."""
+        return {
+            **super().state_dict(),
+            "best": self.best,
+            "best_step": self.best_step,
+            "since": self._since,
+            "evaluations": self._evaluations,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Take back a state from ``state_dict``: the wait count goes on from ``best_step``."""
+        """Take back a state from ``state_dict``: the wait goes on from where it ran."""
         super().load_state_dict(state)
         self.best = state.get("best")
         self.best_step = state.get("best_step")
+        self._since = state.get("since", self.best_step)  # a state saved before the wait's start was kept
+        self._evaluations = state.get("evaluations", 0 if self.best_step is None else 1)
 
-    def _improves(self, value: float) -> bool:
-        if self.best is None:
-            return not math.isnan(value)
+    def _beats(self, value: float, reference: float | None) -> bool:
+        """Better than ``reference`` (no reference: any number) by more than ``min_delta``."""
         if self.mode == "max":
-            return value > self.best + self.min_delta
-        return value < self.best - self.min_delta
+            return value - self.min_delta > (-math.inf if reference is None else reference)
+        return value + self.min_delta < (math.inf if reference is None else reference)
 
     def _observe(self, step: int, value: float) -> str | None:
-        if self._improves(value):
+        self._evaluations += 1
+        if self._since is None:  # TensorFlow's walk, or no before_run seen: from this evaluation
+            self._since = step
+        if self._beats(value, self.best):
             self.best, self.best_step = value, step
-        elif self.best_step is None:
-            self.best_step = step
-        waited = step - self.best_step
+            if self.baseline is None or self._beats(value, self.baseline):
+                self._since = step
+            if not self._tf_walk:
+                return None
+        elif self._evaluations == 1 and not self._tf_walk:
+            return None
+        waited = step - self._since
         if waited < self.patience_steps:
             return None
         change = "increase" if self.mode == "max" else "decrease"
@@ -260,111 +289,3 @@ class EarlyStoppingHook(_MetricStoppingHook):
             f'No {change} in metric "{self.metric_key}" for {waited} steps, which is greater '
             f"than or equal to max steps ({self.patience_steps}) configured for early stopping."
         )
-
-
-def _check_factory(owner: str, min_steps: object, run_every_secs: object, run_every_steps: object) -> None:
-    """A factory's own arguments, named under the factory's name."""
-    check_int(f"{owner}: min_steps", min_steps)
-    check_timer_args(owner, "run_every_secs", run_every_secs, "run_every_steps", run_every_steps)
-
-
-def stop_if_higher_hook(
-    metric_key: Hashable,
-    threshold: float,
-    *,
-    min_steps: int = 0,
-    run_every_secs: float | None = None,
-    run_every_steps: int | None = None,
-    clock: Clock | None = None,
-) -> ThresholdStoppingHook:
-    """A hook that stops once ``metric_key`` is strictly above ``threshold`` (TensorFlow's).
-
-    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
-    """
-    _check_factory("stop_if_higher_hook", min_steps, run_every_secs, run_every_steps)
-    return ThresholdStoppingHook(
-        metric_key,
-        threshold,
-        higher=True,
-        min_steps=min_steps,
-        run_every_secs=run_every_secs,
-        run_every_steps=run_every_steps,
-        clock=clock,
-    )
-
-
-def stop_if_lower_hook(
-    metric_key: Hashable,
-    threshold: float,
-    *,
-    min_steps: int = 0,
-    run_every_secs: float | None = None,
-    run_every_steps: int | None = None,
-    clock: Clock | None = None,
-) -> ThresholdStoppingHook:
-    """A hook that stops once ``metric_key`` is strictly below ``threshold`` (TensorFlow's).
-
-    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
-    """
-    _check_factory("stop_if_lower_hook", min_steps, run_every_secs, run_every_steps)
-    return ThresholdStoppingHook(
-        metric_key,
-        threshold,
-        higher=False,
-        min_steps=min_steps,
-        run_every_secs=run_every_secs,
-        run_every_steps=run_every_steps,
-        clock=clock,
-    )
-
-
-def stop_if_no_increase_hook(
-    metric_key: Hashable,
-    max_steps_without_increase: int,
-    *,
-    min_steps: int = 0,
-    run_every_secs: float | None = None,
-    run_every_steps: int | None = None,
-    clock: Clock | None = None,
-) -> EarlyStoppingHook:
-    """A hook that stops when ``metric_key`` has not increased for that many steps (TensorFlow's).
-
-    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
-    """
-    check_int("stop_if_no_increase_hook: max_steps_without_increase", max_steps_without_increase)
-    _check_factory("stop_if_no_increase_hook", min_steps, run_every_secs, run_every_steps)
-    return EarlyStoppingHook(
-        metric_key,
-        "max",
-        patience_steps=max_steps_without_increase,
-        min_steps=min_steps,
-        run_every_secs=run_every_secs,
-        run_every_steps=run_every_steps,
-        clock=clock,
-    )
-
-
-def stop_if_no_decrease_hook(
-    metric_key: Hashable,
-    max_steps_without_decrease: int,
-    *,
-    min_steps: int = 0,
-    run_every_secs: float | None = None,
-    run_every_steps: int | None = None,
-    clock: Clock | None = None,
-) -> EarlyStoppingHook:
-    """A hook that stops when ``metric_key`` has not decreased for that many steps (TensorFlow's).
-
-    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
-    """
-    check_int("stop_if_no_decrease_hook: max_steps_without_decrease", max_steps_without_decrease)
-    _check_factory("stop_if_no_decrease_hook", min_steps, run_every_secs, run_every_steps)
-    return EarlyStoppingHook(
-        metric_key,
-        "min",
-        patience_steps=max_steps_without_decrease,
-        min_steps=min_steps,
-        run_every_secs=run_every_secs,
-        run_every_steps=run_every_steps,
-        clock=clock,
-    )

@@ -30,7 +30,7 @@ class GlobalStepWaiterHook(SessionRunHook):
     serves_one_session = True
 
     def __init__(self, wait_until_step: int) -> None:
-        check_int("GlobalStepWaiterHook: wait_until_step", wait_until_step)
+        check_int("GlobalStepWaiterHook: wait_until_step", wait_until_step, minimum=None)
         self._wait_until_step = wait_until_step
         self._started = False
         self._counter: Any = None

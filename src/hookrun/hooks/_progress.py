@@ -9,6 +9,7 @@ from typing import IO, Any, Literal
 from .._hook_protocol import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from .._timer import Clock, SecondOrStepTimer
 from .._validate import check_int, check_number, check_text
+from ._bar_logging import restore_logs, route_logs_around_bars
 from ._common import import_optional, logger
 
 __all__ = ["ProgressBarHook"]
@@ -31,6 +32,10 @@ class ProgressBarHook(SessionRunHook):
     one warning and logs lines (``mode`` then reads ``"log"``). ``desc``
     prefixes the bar and the lines; ``clock`` replaces
     :func:`anyio.current_time` for the log timing.
+
+    While the bar is shown, the console handlers of the root and ``hookrun``
+    loggers write their lines above it (through ``tqdm.write``) instead of into
+    it; they are put back when the bar closes, at ``end`` or ``on_exception``.
     """
 
     overlapping_steps = True
@@ -77,6 +82,7 @@ class ProgressBarHook(SessionRunHook):
 
     async def begin(self) -> None:
         """Start afresh: the bar opens at the first step."""
+        self._close_bar()
         self._log_timer.reset()
         self._step = None
 
@@ -99,16 +105,13 @@ class ProgressBarHook(SessionRunHook):
     async def end(self, session: object) -> None:
         """Close the bar, or log the final line."""
         if self._bar is not None:
-            self._bar.close()
-            self._bar = None
+            self._close_bar()
         elif self._step is not None and self._log_timer.last_triggered_step() != self._step:
             self._log_line()
 
     async def on_exception(self, session: object, exception: BaseException) -> None:
         """Close the bar where it stopped (the session failed or was cancelled)."""
-        bar, self._bar = self._bar, None
-        if bar is not None:
-            bar.close()
+        self._close_bar()
 
     def _open(self, step: int) -> None:
         self._step = step
@@ -120,8 +123,18 @@ class ProgressBarHook(SessionRunHook):
                 unit="step",
                 file=self._file if self._file is not None else sys.stderr,
             )
+            route_logs_around_bars(self._tqdm)
         else:
             self._log_timer.update_last_triggered_step(step)
+
+    def _close_bar(self) -> None:
+        """Close the bar, if open, and put the console log handlers back."""
+        bar, self._bar = self._bar, None
+        if bar is not None:
+            try:
+                bar.close()
+            finally:
+                restore_logs()
 
     def _log_line(self) -> None:
         assert self._step is not None

@@ -10,9 +10,13 @@ with a clock you control.
   cancel_after=...)`` and :class:`FaultyHook`.
 * :class:`RecordingHook`, :class:`ScriptedSession` and :class:`ScriptedCreator`
   for tests that write their own session loop.
-* A pytest plugin, off unless enabled with ``-p hookrun.testing`` or the ini
-  setting ``hookrun_testing = true``: an ``anyio_backend`` parametrisation over
-  asyncio and trio, and the ``mock_clock`` and ``drive`` fixtures.
+* A pytest plugin, off unless enabled with ``-p hookrun.testing``, the ini
+  setting ``hookrun_testing = true`` (``[tool.pytest.ini_options]`` in
+  ``pyproject.toml``) or ``pytest_plugins = ["hookrun.testing"]`` in a root
+  ``conftest.py``: an ``anyio_backend`` parametrisation over asyncio and trio,
+  and the ``mock_clock`` and ``drive`` fixtures. Without it, a test asking for
+  them fails with pytest's "fixture 'drive' not found" (followed by a line
+  from hookrun on how to enable the kit).
 """
 
 from __future__ import annotations

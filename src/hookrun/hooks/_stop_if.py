@@ -1,0 +1,139 @@
+"""TensorFlow's early-stopping factories ``stop_if_higher_hook``, ``stop_if_lower_hook``,
+``stop_if_no_increase_hook`` and ``stop_if_no_decrease_hook``, on fetched values.
+
+Each builds a hook of ``_early_stopping.py``; the ``stop_if_no_*`` ones walk the
+evaluations as TensorFlow does (``_NoImprovementHook``), which differs from
+``EarlyStoppingHook``'s Keras rule only in where the wait starts (the first
+evaluation) and in a patience of 0 (stopping at the first evaluation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from .._timer import Clock
+from .._validate import check_int
+from ._common import check_timer_args
+from ._early_stopping import EarlyStoppingHook, ThresholdStoppingHook
+
+__all__ = [
+    "stop_if_higher_hook",
+    "stop_if_lower_hook",
+    "stop_if_no_decrease_hook",
+    "stop_if_no_increase_hook",
+]
+
+
+class _NoImprovementHook(EarlyStoppingHook):
+    """TensorFlow's ``stop_if_no_*_hook`` walk over the evaluations: the wait starts at the
+    first evaluation, and ``max_steps_without_*=0`` stops at the first evaluation."""
+
+    _tf_walk = True
+
+
+def _check_factory(owner: str, min_steps: object, run_every_secs: object, run_every_steps: object) -> None:
+    """A factory's own arguments, named under the factory's name."""
+    check_int(f"{owner}: min_steps", min_steps)
+    check_timer_args(owner, "run_every_secs", run_every_secs, "run_every_steps", run_every_steps)
+
+
+def stop_if_higher_hook(
+    metric_key: Hashable,
+    threshold: float,
+    *,
+    min_steps: int = 0,
+    run_every_secs: float | None = None,
+    run_every_steps: int | None = None,
+    clock: Clock | None = None,
+) -> ThresholdStoppingHook:
+    """A hook that stops once ``metric_key`` is strictly above ``threshold`` (TensorFlow's).
+
+    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+    """
+    _check_factory("stop_if_higher_hook", min_steps, run_every_secs, run_every_steps)
+    return ThresholdStoppingHook(
+        metric_key,
+        threshold,
+        higher=True,
+        min_steps=min_steps,
+        run_every_secs=run_every_secs,
+        run_every_steps=run_every_steps,
+        clock=clock,
+    )
+
+
+def stop_if_lower_hook(
+    metric_key: Hashable,
+    threshold: float,
+    *,
+    min_steps: int = 0,
+    run_every_secs: float | None = None,
+    run_every_steps: int | None = None,
+    clock: Clock | None = None,
+) -> ThresholdStoppingHook:
+    """A hook that stops once ``metric_key`` is strictly below ``threshold`` (TensorFlow's).
+
+    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+    """
+    _check_factory("stop_if_lower_hook", min_steps, run_every_secs, run_every_steps)
+    return ThresholdStoppingHook(
+        metric_key,
+        threshold,
+        higher=False,
+        min_steps=min_steps,
+        run_every_secs=run_every_secs,
+        run_every_steps=run_every_steps,
+        clock=clock,
+    )
+
+
+def stop_if_no_increase_hook(
+    metric_key: Hashable,
+    max_steps_without_increase: int,
+    *,
+    min_steps: int = 0,
+    run_every_secs: float | None = None,
+    run_every_steps: int | None = None,
+    clock: Clock | None = None,
+) -> EarlyStoppingHook:
+    """A hook that stops when ``metric_key`` has not increased for that many steps (TensorFlow's).
+
+    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+    """
+    check_int("stop_if_no_increase_hook: max_steps_without_increase", max_steps_without_increase)
+    _check_factory("stop_if_no_increase_hook", min_steps, run_every_secs, run_every_steps)
+    return _NoImprovementHook(
+        metric_key,
+        "max",
+        patience_steps=max_steps_without_increase,
+        min_steps=min_steps,
+        run_every_secs=run_every_secs,
+        run_every_steps=run_every_steps,
+        clock=clock,
+    )
+
+
+def stop_if_no_decrease_hook(
+    metric_key: Hashable,
+    max_steps_without_decrease: int,
+    *,
+    min_steps: int = 0,
+    run_every_secs: float | None = None,
+    run_every_steps: int | None = None,
+    clock: Clock | None = None,
+) -> EarlyStoppingHook:
+    """A hook that stops when ``metric_key`` has not decreased for that many steps (TensorFlow's).
+
+    ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+    """
+    check_int("stop_if_no_decrease_hook: max_steps_without_decrease", max_steps_without_decrease)
+    _check_factory("stop_if_no_decrease_hook", min_steps, run_every_secs, run_every_steps)
+    return _NoImprovementHook(
+        metric_key,
+        "min",
+        patience_steps=max_steps_without_decrease,
+        min_steps=min_steps,
+        run_every_secs=run_every_secs,
+        run_every_steps=run_every_steps,
+        clock=clock,
+    )
