@@ -323,7 +323,11 @@ WITH_PARAMETERS = [
     "StatisticsOptions", "PickleCodec", "SecondOrStepTimer", "hooks.OpenTelemetryHook", "hooks.TensorBoardWriter",
     "hooks.chrome_trace", "hooks.read_eval_metrics", "hooks.on_begin", "hooks.on_after_create_session",
     "hooks.on_before_run", "hooks.on_after_run", "hooks.on_end", "hooks.FunctionHook", "hooks.every",
-    "hooks.at_step", "hooks.when", "remote.await_future", "testing.MockClock",
+    "hooks.at_step", "hooks.when", "remote.await_future", "testing.MockClock", "RetryPolicy",
+    "hooks.EarlyStoppingHook", "hooks.ThresholdStoppingHook", "hooks.StopOnPredicateHook",
+    "hooks.stop_if_higher_hook", "hooks.stop_if_lower_hook", "hooks.stop_if_no_increase_hook",
+    "hooks.stop_if_no_decrease_hook", "hooks.ProgressBarHook", "hooks.PrometheusHook",
+    "hooks.GlobalStepWaiterHook", "hooks.MetricsFileHook",
 ]
 
 

@@ -38,6 +38,16 @@ class RetryPolicy:
     limit); the n-th retry waits up to ``min(max_delay, initial_delay *
     multiplier ** (n - 1))`` seconds (a uniform draw below that with
     ``jitter``); ``max_time`` bounds the seconds spent since the first failure.
+
+    Args:
+        max_attempts: Attempts in all, the first included. ``None``: no limit.
+        initial_delay: Seconds the first retry waits at most.
+        max_delay: Seconds a retry waits at most.
+        multiplier: The factor by which the wait grows from one retry to the next.
+        jitter: Wait a uniform random time below the delay (``True``), or the delay itself.
+        max_time: Seconds since the first failure after which it gives up. ``None``: no
+            limit.
+        rng: The source of jitter. ``None``: a module-wide ``random.Random``.
     """
 
     max_attempts: int | None = None

@@ -64,6 +64,15 @@ class PrometheusHook(SessionRunHook):
     error ``outcome="error"`` counts, and an ``after_run`` of its own (where the
     step's records would be read) would add a call and a timing record to every
     step of every session, one lane or many.
+
+    Args:
+        registry: The ``prometheus_client.CollectorRegistry`` to register with. ``None``:
+            one of its own.
+        port: The port to serve ``/metrics`` on while the session runs (0: a free one).
+            ``None``: none.
+        addr: The address to serve on.
+        namespace: The metrics' prefix.
+        buckets: The bounds, in seconds, of the duration histograms' buckets.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.
