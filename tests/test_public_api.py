@@ -327,7 +327,8 @@ WITH_PARAMETERS = [
     "hooks.EarlyStoppingHook", "hooks.ThresholdStoppingHook", "hooks.StopOnPredicateHook",
     "hooks.stop_if_higher_hook", "hooks.stop_if_lower_hook", "hooks.stop_if_no_increase_hook",
     "hooks.stop_if_no_decrease_hook", "hooks.ProgressBarHook", "hooks.PrometheusHook",
-    "hooks.GlobalStepWaiterHook", "hooks.MetricsFileHook",
+    "hooks.GlobalStepWaiterHook", "hooks.MetricsFileHook", "testing.drive", "testing.RecordingHook",
+    "testing.ScriptedSession", "testing.ScriptedCreator", "testing.cancel_after",
 ]
 
 
