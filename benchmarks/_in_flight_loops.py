@@ -12,6 +12,7 @@ runs ``gc.collect()``, times ``steps`` steps, and closes what it opened (untimed
 from __future__ import annotations
 
 import gc
+import random
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -30,7 +31,7 @@ from hookrun.hooks import StepCounterHook
 
 from ._harness import Case, Timing, clock, timed
 
-__all__ = ["NOOP_HOOKS", "NoopHook", "SleepSession", "baseline_case", "hook_set", "hookrun_case", "tasks_case"]
+__all__ = ["NOOP_HOOKS", "VARIED", "NoopHook", "SleepSession", "baseline_case", "hook_set", "hookrun_case", "tasks_case"]
 
 #: The async no-op hooks of every case (a ``StepCounterHook`` comes on top).
 NOOP_HOOKS = 10
@@ -73,25 +74,37 @@ class SleepSession:
         options: RunOptions,
         run_metadata: RunMetadata,
     ) -> list[Any]:
-        await anyio.sleep(self.seconds)
+        await anyio.sleep(feed_dict.get("s", self.seconds))
         x = feed_dict["x"]
         return [x for _ in fetches]
 
 
-def _feeds(steps: int) -> list[dict[str, int]]:
-    return [{"x": i} for i in range(steps)]
+#: A varied step's latency is drawn from this range, seconds (``seconds=None``).
+VARIED = (0.002, 0.020)
+
+
+def _feeds(steps: int, seconds: float | None) -> list[dict[str, Any]]:
+    """The feeds: ``x`` is the index; with ``seconds=None`` each carries its step's latency
+    ``s``, drawn from ``VARIED`` seeded by the index, so every case sees the same ones."""
+    if seconds is not None:
+        return [{"x": i} for i in range(steps)]
+    return [{"x": i, "s": random.Random(i).uniform(*VARIED)} for i in range(steps)]
+
+
+def _session(seconds: float | None) -> SleepSession:
+    return SleepSession(seconds if seconds is not None else sum(VARIED) / 2)
 
 
 def _wrong(i: int, got: object) -> RuntimeError:
     return RuntimeError(f"result {i} came out of order or wrong: {got!r}")
 
 
-def hookrun_case(name: str, seconds: float, in_flight: int, steps: int) -> Case:
+def hookrun_case(name: str, seconds: float | None, in_flight: int, steps: int) -> Case:
     """``MonitoredSession(..., max_in_flight=in_flight)`` iterating ``steps`` feeds, in order."""
 
     async def sample(n: int) -> Timing:
-        feeds = _feeds(n)
-        session = MonitoredSession(lambda: SleepSession(seconds), hook_set(), max_in_flight=in_flight)
+        feeds = _feeds(n, seconds)
+        session = MonitoredSession(lambda: _session(seconds), hook_set(), max_in_flight=in_flight)
         async with session:
             gc.collect()
             start = clock()
@@ -108,12 +121,12 @@ def hookrun_case(name: str, seconds: float, in_flight: int, steps: int) -> Case:
     return Case(name, sample, n=steps)
 
 
-def tasks_case(name: str, seconds: float, in_flight: int, steps: int) -> Case:
+def tasks_case(name: str, seconds: float | None, in_flight: int, steps: int) -> Case:
     """The same session driven by ``in_flight`` tasks, each awaiting ``session.run`` on the
     next feed (results as each run returns, not re-ordered)."""
 
     async def sample(n: int) -> Timing:
-        feeds = iter(_feeds(n))
+        feeds = iter(_feeds(n, seconds))
         ran = 0
 
         async def caller() -> None:
@@ -124,7 +137,7 @@ def tasks_case(name: str, seconds: float, in_flight: int, steps: int) -> Case:
                     raise _wrong(feed["x"], y)
                 ran += 1
 
-        session = MonitoredSession(lambda: SleepSession(seconds), hook_set(), max_in_flight=in_flight)
+        session = MonitoredSession(lambda: _session(seconds), hook_set(), max_in_flight=in_flight)
         async with session:
             gc.collect()
             start = clock()
@@ -139,22 +152,22 @@ def tasks_case(name: str, seconds: float, in_flight: int, steps: int) -> Case:
     return Case(name, sample, n=steps)
 
 
-def baseline_case(name: str, seconds: float, in_flight: int, steps: int) -> Case:
+def baseline_case(name: str, seconds: float | None, in_flight: int, steps: int) -> Case:
     """The hand-written loop: a task group, a semaphore of ``in_flight``, the same hooks
     awaited inline before and after each run, results re-ordered by index (the step
     counter hook sees them in that order, with the step count as its global step)."""
 
     async def sample(n: int) -> Timing:
-        feeds = _feeds(n)
+        feeds = _feeds(n, seconds)
         noop, counter_hook = _hooks()
         await counter_hook.begin()  # the no-op hooks have no begin
-        session = SleepSession(seconds)
+        session = _session(seconds)
         options, args = RunOptions(), SessionRunArgs(FETCHES)
         slots = anyio.Semaphore(in_flight)
         done: dict[int, Any] = {}
         emitted = 0
 
-        async def one(i: int, feed: dict[str, int]) -> None:
+        async def one(i: int, feed: dict[str, Any]) -> None:
             nonlocal emitted
             try:
                 ctx = SessionRunContext(args, session, i)

@@ -90,7 +90,7 @@ async def test_span_tree_attributes_and_errors() -> None:
         children = {s.name for s in spans if s.parent is not None and s.parent.span_id == step.context.span_id}
         assert children == {
             "hookrun.before_run OpenTelemetryHook", "hookrun.before_run Traced", "hookrun.run",
-            "hookrun.after_run Traced", "my work",
+            "hookrun.after_run OpenTelemetryHook", "hookrun.after_run Traced", "my work",
         }
         assert all(s.context.trace_id == step.context.trace_id for s in spans if s.parent is not None
                    and s.parent.span_id == step.context.span_id)
@@ -139,13 +139,29 @@ async def test_prometheus_validation_and_own_registries() -> None:
     a.close()
 
 
-def test_both_hooks_are_refused_with_steps_in_flight() -> None:
-    """Their step span / timer is a step_context, which steps in flight do not enter: refused, named."""
-    tp, _ = provider()
-    for hook in (OpenTelemetryHook(tracer_provider=tp), PrometheusHook()):
-        with pytest.raises(TypeError, match=rf"hooks\[0\] \({type(hook).__name__}\) does not declare overlapping_steps"):
-            MonitoredSession(Creator(), [hook], max_in_flight=2)
-        MonitoredSession(Creator(), [hook])  # one lane: accepted
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"addr": "not an address"}, ValueError, r"PrometheusHook\(addr=\.\.\.\) must be an IP address .* got 'not an address'"),
+        ({"addr": "[::1]"}, ValueError, r"addr=\.\.\.\) must be an IP address .*\(without the brackets\)"),
+        ({"addr": ""}, ValueError, r"PrometheusHook\(addr=\.\.\.\) must be a non-empty string"),
+        ({"addr": 127001}, TypeError, r"PrometheusHook\(addr=\.\.\.\) must be a string, got 127001"),
+        ({"port": 65536}, ValueError, r"PrometheusHook\(port=\.\.\.\) must be None or a port number 0\.\.65535, got 65536"),
+        ({"port": -1}, ValueError, r"PrometheusHook\(port=\.\.\.\) must be None or an int >= 0, got -1"),
+        ({"port": True}, TypeError, r"PrometheusHook\(port=\.\.\.\) must be None or an int >= 0, got True"),
+        ({"port": 8000.0}, TypeError, r"PrometheusHook\(port=\.\.\.\) must be None or an int >= 0, got 8000\.0"),
+    ],
+)
+def test_prometheus_refuses_a_bad_address_or_port_when_built(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
+    """A listen address or port that cannot be served is refused at construction, named."""
+    with pytest.raises(error, match=match):
+        PrometheusHook(**kwargs)
+
+
+@pytest.mark.parametrize("addr", ["127.0.0.1", "::1", "0.0.0.0", "localhost", "metrics.example.com"])
+def test_prometheus_takes_an_ip_address_or_a_host_name(addr: str) -> None:
+    """IPv4, IPv6 and host names are taken as they are (no name is looked up when built)."""
+    PrometheusHook(addr=addr).close()
 
 
 def test_import_hookrun_does_not_import_the_backends() -> None:

@@ -286,15 +286,27 @@ async def test_statistics_stay_exact_with_overlapping_steps() -> None:
     assert stats.hook("Recorder", "before_run").latency.count == 12
     assert stats.hook("Recorder", "after_run").latency.count == 12
     assert stats.run.count == 12
-    assert stats.mean_in_flight is not None and 1.0 < stats.mean_in_flight <= 4.0
+    assert 1.0 < stats.mean_in_flight <= 4.0
     assert "steps in flight on average" in stats.format()
 
 
-async def test_one_lane_has_no_occupancy_figure() -> None:
-    """With max_in_flight=1 the statistics are as before: no occupancy."""
+async def test_one_lane_has_an_occupancy_figure_too() -> None:
+    """With max_in_flight=1 mean_in_flight is a number: 0.0 before any step, then the share
+    of the time a step ran (at most 1.0), which round() takes as a user's progress line does."""
     async with MonitoredSession(lambda: StepSession(lambda feed: {})) as sess:
-        await sess.run()
-        assert sess.statistics().mean_in_flight is None
+        assert sess.statistics().mean_in_flight == 0.0
+        for _ in range(5):
+            await sess.run()
+        share = sess.statistics().mean_in_flight
+        assert isinstance(share, float) and 0.0 < share <= 1.0
+        assert round(share, 2) <= 1.0
+        assert "steps in flight on average" in str(sess.statistics())
+
+
+async def test_lanes_report_zero_in_flight_before_any_step() -> None:
+    """With lanes, mean_in_flight is 0.0 until the first step begins."""
+    async with MonitoredSession(lambda: StepSession(lambda feed: {}), max_in_flight=3) as sess:
+        assert sess.statistics().mean_in_flight == 0.0
 
 
 async def test_run_step_fn_runs_on_one_free_lane() -> None:
@@ -365,7 +377,7 @@ async def test_adaptive_sampling_reads_a_steps_time_as_shared_by_the_steps_in_fl
         with anyio.fail_after(10):
             assert len([r async for r in sess.iterate("y", [None] * 400)]) == 400
         stats = sess.statistics()
-    assert stats.mean_in_flight is not None and stats.mean_in_flight > 6
+    assert stats.mean_in_flight > 6
     share = stats.sampled_steps / stats.steps
     # One at a time about one step in five is timed; read as not shared, nearly every one.
     assert 1 / 16 <= share <= 1 / 3, share

@@ -85,17 +85,48 @@ def test_a_fetching_function_hook_with_a_schedule_is_refused() -> None:
         MonitoredSession(GatedCreator(Gates()), [record], max_in_flight=2)
 
 
-def test_a_hook_with_a_step_context_is_refused() -> None:
-    """A step_context would span tasks with steps in flight: refused, naming the hook."""
+@pytest.mark.parametrize("n", [1, 4])
+async def test_a_step_context_is_entered_around_every_step_at_every_n(n: int) -> None:
+    """A hook's step_context is entered once per attempt of every step, before its
+    before_run, and left after its after_run, in the task and context the step's hooks and
+    raw run see (a context variable it sets is current for the whole step)."""
+    from contextlib import contextmanager
+    from contextvars import ContextVar
+
+    current: ContextVar[int] = ContextVar("current", default=-1)
+    log: list[tuple[str, int]] = []
 
     class Spanning(SessionRunHook):
         overlapping_steps = True
 
+        @contextmanager
         def step_context(self, run_context: Any, run_metadata: Any) -> Any:
-            raise AssertionError("never entered")
+            step = run_context.global_step + 1
+            token = current.set(step)
+            log.append(("enter", step))
+            try:
+                yield
+            finally:
+                log.append(("leave", step))
+                current.reset(token)
 
-    with pytest.raises(TypeError, match=r"hooks\[0\] \(Spanning\) has a step_context"):
-        MonitoredSession(GatedCreator(Gates()), [Spanning()], max_in_flight=2)
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            assert current.get() == run_context.global_step + 1
+            await anyio.lowlevel.checkpoint()
+
+        async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+            assert current.get() == run_values.global_step
+            await anyio.lowlevel.checkpoint()
+
+    gates = Gates()
+    gates.open_all = True
+    with anyio.fail_after(10):
+        async with MonitoredSession(GatedCreator(gates), [Spanning()], max_in_flight=n) as sess:
+            assert [y async for y in sess.iterate("y", feeds(12))] == list(range(12))
+    assert sorted(step for what, step in log if what == "enter") == list(range(1, 13))
+    assert sorted(step for what, step in log if what == "leave") == list(range(1, 13))
+    for step in range(1, 13):
+        assert log.index(("enter", step)) < log.index(("leave", step))
 
 
 async def test_aclose_of_the_iterator_cancels_its_steps_in_flight() -> None:

@@ -158,6 +158,59 @@ async def test_heartbeat_follows_the_clock() -> None:
 # --8<-- [end:loop]
 
 
+# --8<-- [start:in-flight]
+class EveryTenth(SessionRunHook):
+    """Fetches the loss on every tenth step; what a step decided travels in its step_state."""
+
+    overlapping_steps = True
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, float]] = []
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        due = run_context.global_step % 10 == 0
+        run_context.step_state[self] = due
+        return SessionRunArgs("loss") if due else None
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if run_context.step_state[self]:
+            self.seen.append((run_context.global_step, run_values.results))
+
+
+LOSSES = [{"loss": float(step)} for step in range(30)]
+SLOW_DUE_STEPS = {0: 5, 10: 5, 20: 5}  # the runs of the due steps end after the next ones
+
+
+async def test_right_with_steps_in_flight(drive: Drive) -> None:
+    hook = EveryTenth()
+    record = await drive(hook, steps=LOSSES, max_in_flight=4, lags=SLOW_DUE_STEPS)
+    calls = [(call.phase, call.step) for call in record.of(hook)]
+    assert calls.index(("before_run", 1)) < calls.index(("after_run", 0))  # they overlapped
+    assert hook.seen == [(0, 0.0), (10, 10.0), (20, 20.0)]
+
+
+class EveryTenthOnSelf(EveryTenth):
+    """The same, keeping the decision on the hook: wrong once steps overlap."""
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        self.due = run_context.global_step % 10 == 0
+        return SessionRunArgs("loss") if self.due else None
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if self.due:  # by now, the decision of a later step
+            self.seen.append((run_context.global_step, run_values.results))
+
+
+async def test_state_on_the_hook_is_caught(drive: Drive) -> None:
+    hook = EveryTenthOnSelf()
+    await drive(hook, steps=LOSSES, max_in_flight=1)
+    assert hook.seen == [(0, 0.0), (10, 10.0), (20, 20.0)]  # one step at a time: right
+    hook = EveryTenthOnSelf()
+    await drive(hook, steps=LOSSES, max_in_flight=4, lags=SLOW_DUE_STEPS)
+    assert (0, 0.0) not in hook.seen  # after_run(0) read the decision of a later step
+# --8<-- [end:in-flight]
+
+
 def page_blocks(language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```$", DOCS.read_text(), flags=re.DOTALL | re.MULTILINE)
 

@@ -40,9 +40,10 @@ class SessionStatistics:
     the retry policy's backoff. ``sampled_steps`` is how many steps were timed:
     ``step`` and ``run`` (the session's own run) are their latencies, and each
     :class:`HookStatistics` holds its hook's, in the order of the hook list.
-    With ``max_in_flight > 1``, ``mean_in_flight`` is the lanes' occupancy: the mean
-    number of steps in flight since the first step began (``None`` with one lane, or
-    before any step).
+    ``mean_in_flight`` is the mean number of steps in flight since the first step
+    began (0.0 before any step): with ``max_in_flight > 1`` the lanes' occupancy, with
+    one step at a time the share of that time a step was running (estimated from the
+    timed steps, at most 1.0).
     """
 
     steps: int
@@ -55,7 +56,7 @@ class SessionStatistics:
     step: Latency
     run: Latency
     hooks: tuple[HookStatistics, ...]
-    mean_in_flight: float | None = None
+    mean_in_flight: float = 0.0
 
     def hook(self, name: str, phase: str) -> HookStatistics:
         """The statistics of the hook called ``name`` in ``phase`` (the first, if several share it)."""
@@ -73,7 +74,7 @@ class SessionStatistics:
             f"{self.recoveries} recover{'ies' if self.recoveries != 1 else 'y'} "
             f"({_duration(self.recovery_seconds)}, {_duration(self.retry_wait_seconds)} waiting), "
             f"{self.sampled_steps} steps timed"
-            + ("" if self.mean_in_flight is None else f", {self.mean_in_flight:.2f} steps in flight on average")
+            + f", {self.mean_in_flight:.2f} steps in flight on average"
         )
         rows: list[tuple[str, ...]] = [("", "calls", "errors", "timed", "mean", "p50", "p90", "p99", "max")]
         rows.append(_row("step", self.steps + self.failed_steps, self.failed_steps, self.step))

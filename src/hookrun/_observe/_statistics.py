@@ -156,6 +156,7 @@ class Collector:
         "clock",
         "enabled",
         "failures",
+        "first_started",
         "gap",
         "next_sample",
         "records",
@@ -177,6 +178,7 @@ class Collector:
         self.clock = self._clock
         self.steps = 0  # step attempts: the hot path's one increment
         self.next_sample = 1 if self.enabled else _NEVER
+        self.first_started: float | None = None  # when the first timed step began
         self._gap = options.sample_every or 1
         self.gap = self._gap  # from one timed step to the next, as last picked
         self._typical: float | None = None
@@ -214,6 +216,15 @@ class Collector:
         self.before.waiters, self.after.waiters = before.waiters, after.waiters
         return self._clock()
 
+    def busy_share(self) -> float:
+        """With one step at a time, the mean number of steps in flight since the first timed
+        step began: the share of that time a step ran, estimated from the timed steps."""
+        mean = self.step_hist.latency().mean
+        if self.first_started is None or mean is None:
+            return 0.0
+        elapsed = self._clock() - self.first_started
+        return 1.0 if elapsed <= 0 else min(1.0, self.steps * mean / elapsed)
+
     def spread(self, in_flight: int) -> None:
         """Up to ``in_flight`` steps will be in flight: unless the rate is fixed, the steps
         admitted before the first timed one ends are not all timed."""
@@ -231,6 +242,8 @@ class Collector:
         seconds = self._clock() - started
         before, after = self._originals
         before.waiters, after.waiters = self.before.waiters, self.after.waiters
+        if self.first_started is None:
+            self.first_started = started
         self.sampled += 1
         records, mark = self.records, self._mark
         calls = len(records) - mark
@@ -346,6 +359,7 @@ class Collector:
             step=self.step_hist.latency(),
             run=self.run_hist.latency(),
             hooks=tuple(hooks),
+            mean_in_flight=self.busy_share(),
         )
 
     # -- timed plans -------------------------------------------------------------------------

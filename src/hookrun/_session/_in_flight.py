@@ -37,6 +37,7 @@ new one (``Rescope``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -165,8 +166,29 @@ class InFlight:
                 step.cause = error
                 step.scope.cancel()
 
+    async def abandon(self, why: BaseException | None) -> None:
+        """The session closes after an error or a cancellation (``why``): cancel every step
+        in flight and wait for them to end (shielded, bounded by the grace period); their
+        callers get ``SessionClosedError``. No step is admitted any more (it is closed)."""
+        s = self.s
+        closed = SessionClosedError(f"{type(s).__name__} was closed (after {why!r}) while this step was in flight")
+        for step in self.steps:
+            if step.cause is None:
+                step.cause = closed
+                step.scope.cancel()
+        if not self.steps:
+            return
+        s._step_done = done = anyio.Event()
+        try:
+            with anyio.move_on_after(2 * s._grace + 1.0, shield=True):
+                await done.wait()  # set by the last step's end
+        finally:
+            s._step_done = None
+
     def cancelled_error(self, step: Step) -> RuntimeError:
         assert step.cause is not None
+        if isinstance(step.cause, SessionClosedError):
+            return step.cause
         error = RuntimeError(
             f"step {step.number or '(not admitted yet)'} was cancelled: another step in flight failed with {step.cause!r}"
         )
@@ -257,6 +279,12 @@ class InFlight:
         if step.ctx is not None:  # a re-run: the attempt before it is over
             step.ctx.ended = True
         step.ctx = ctx = InFlightRunContext((fetches, feed_dict, options), step.lane.raw, step.number - 1, s._on_stop)
+        step.metadata = metadata = RunMetadata() if run_metadata is None else run_metadata
+        if s._step_hooks:  # entered here, in the task and context the whole step runs in
+            contexts = ExitStack()
+            step.contexts = contexts
+            for hook in s._step_hooks:
+                contexts.enter_context(hook.step_context(ctx, metadata))
         step.where = "before_run"
         stats.steps = count = stats.steps + 1
         if count >= stats.next_sample:
@@ -267,7 +295,6 @@ class InFlight:
             # flight are not all timed (its end picks again, from the same count).
             stats.next_sample = count + stats.gap
         merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
-        step.metadata = metadata = RunMetadata() if run_metadata is None else run_metadata
         before = stats.before if step.sampled else s._before
         trace = metadata.timings if merged.trace or s._time_before_run else None
         requests = None
@@ -351,6 +378,7 @@ class InFlight:
                     raise failed
                 if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
                     raise Rescope(failed, budget)  # nothing more can wait under that scope
+                step.leave_contexts(failed)  # the attempt is over; the re-run enters them anew
                 budget = budget or s._retry.budget()
                 if not await self.sessions.recover(step.lane, failed, budget):
                     self.fail_others(step, failed)
@@ -389,6 +417,7 @@ class InFlight:
         when the caller, under a new scope, calls again with it. Every other way out ends
         the step."""
         ended = True
+        error: BaseException | None = None
         inside = enter_step(self.s)
         try:
             return await self._run_in_scope(step, again)
@@ -396,13 +425,18 @@ class InFlight:
             ended = False
             raise
         except Exception as exc:
+            error = exc
             if step.cause is None and not isinstance(exc, CLEAN_STOP_TYPES):
                 self.fail_others(step, exc)
             raise
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
-            leave_step(inside)
             if ended:
+                step.leave_contexts(error)
                 self.end(step)
+            leave_step(inside)
 
     async def _run_in_scope(self, step: Step, again: Rescope | None) -> tuple[bool, Any]:
         """The step under ``step.scope``, entered: admission unless ``again`` (it goes on

@@ -80,8 +80,8 @@ class InFlightIterator(StepIterator):
     """The async iterator ``iterate`` returns on a session with steps in flight."""
 
     __slots__ = (
-        "_admitting", "_context", "_engine", "_exhausted", "_ordered", "_pending", "_runners", "_waiting", "_wakes",
-        "_window",
+        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_ordered", "_pending", "_runners", "_waiting",
+        "_wakes", "_window",
     )
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
@@ -91,6 +91,7 @@ class InFlightIterator(StepIterator):
         self._pending: deque[_Slot] = deque()  # admitted and not yielded yet, in admission order
         self._window = 2 * engine.n  # at most this many pending
         self._exhausted = False  # no more steps are admitted
+        self._closed = False  # aclose() was called: the loop ends, whatever the steps it cancelled raise
         self._admitting = False  # an admission is under way (one at a time)
         self._waiting: anyio.CancelScope | None = None  # an admission's wait for a feed or a lane
         self._context: Context = copy_context()  # the iterating task's, at its latest __anext__
@@ -113,7 +114,7 @@ class InFlightIterator(StepIterator):
                     self._start_admission()
                 pending = self._pending
                 slot = pending[0] if self._ordered and pending and pending[0].done else await self._finished()
-                if slot is None:
+                if slot is None or self._closed:  # closed from another task meanwhile: the loop ends
                     raise StopAsyncIteration
                 if not slot.done:  # ordered=False: its results, before its after_run
                     slot.delivered = True
@@ -145,7 +146,9 @@ class InFlightIterator(StepIterator):
             self._busy = False
 
     async def aclose(self) -> None:
-        """Stop iterating: cancel the steps in flight and wait for them."""
+        """Stop iterating: cancel the steps in flight and wait for them; a task iterating
+        meanwhile ends its loop (as the feeds' end would end it)."""
+        self._closed = True
         self._done = True
         self._exhausted = True
         await self._abandon(RuntimeError("iterate(): the iterator was closed"))
@@ -237,11 +240,11 @@ class InFlightIterator(StepIterator):
             if self._exhausted or engine.should_stop():
                 self._exhausted = True
             elif not self._async_items and engine.pool.free():  # neither the feed nor the lane waits
-                step = engine.take_free_lane((self._fetches, self._take_feed(), None, None), scope)
+                step = engine.take_free_lane((self._fetches, _own(self._take_feed()), None, None), scope)
             else:
                 try:
                     with engine.new_scope() as self._waiting:
-                        feed = await self._next_feed()
+                        feed = _own(await self._next_feed())
                         step = await engine.take_lane((self._fetches, feed, None, None), scope)
                 finally:
                     self._waiting = None
@@ -309,6 +312,8 @@ class InFlightIterator(StepIterator):
                         return pending[0]
                 else:
                     for slot in pending:
+                        if slot.step is None and slot is not pending[0]:
+                            continue  # a feed that could not be taken: raised after the steps before it
                         if slot.done or (slot.ran and not slot.delivered):
                             return slot
             elif not self._admitting:
@@ -345,3 +350,9 @@ class InFlightIterator(StepIterator):
             if slot.error is cause:
                 return cause
         return exc
+
+
+def _own(feed: Any) -> Any:
+    """A copy of a dict feed, taken when its step is admitted: a feeds generator may yield one
+    dict changed in place, and the steps still in flight must keep the feed they were given."""
+    return feed.copy() if type(feed) is dict else feed

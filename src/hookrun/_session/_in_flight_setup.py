@@ -35,12 +35,6 @@ def check_max_in_flight(owner: str, value: object, hooks: Sequence[object]) -> i
                     "state on itself from before_run to after_run (carry it in run_context.step_state "
                     "instead), then set the class attribute overlapping_steps = True"
                 )
-            if getattr(hook, "step_context", None) is not None:
-                raise TypeError(
-                    f"{owner}(max_in_flight={value}): hooks[{index}] ({hook_name(hook)}) has a step_context, "
-                    "which steps in flight do not enter (a step's context would span several tasks); "
-                    "use max_in_flight=1 with this hook"
-                )
     return value
 
 

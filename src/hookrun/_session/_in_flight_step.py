@@ -4,6 +4,7 @@ computed) and ``Rescope``, the way out of a cancel scope that a failing hook can
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -22,7 +23,7 @@ class Step:
     """One step in flight: its lane, number, arguments and what its phases computed."""
 
     __slots__ = (
-        "args", "cause", "counted", "ctx", "feeds", "keys", "lane", "merged", "metadata", "number",
+        "args", "cause", "contexts", "counted", "ctx", "feeds", "keys", "lane", "merged", "metadata", "number",
         "occupied", "on_admitted", "on_ran", "sampled", "scope", "shape", "shapes", "started", "where",
     )
 
@@ -34,6 +35,8 @@ class Step:
         self.cause: BaseException | None = None  # why another step cancelled this one
         self.counted: int | None = None  # the counter after this step's increment, once made
         self.ctx: InFlightRunContext | None = None
+        #: The hooks' ``step_context``s entered for the attempt under way (None: none entered).
+        self.contexts: ExitStack | None = None
         self.sampled = 0  # the statistics' step count when it was picked to be timed; 0: not timed
         self.started = 0.0
         self.occupied = 0.0  # the lanes' occupancy integral when it was timed from
@@ -48,6 +51,21 @@ class Step:
         #: when ``run_step``'s admission is over (True: whole), for ``iterate``'s next one.
         self.on_ran: Callable[[Any], None] | None = None
         self.on_admitted: Callable[[bool], None] | None = None
+
+    def leave_contexts(self, error: BaseException | None) -> None:
+        """Leave the hooks' ``step_context``s of the attempt that ended (with ``error``, if it
+        failed), in reverse order; an error one raises is noted on ``error`` or raised."""
+        contexts = self.contexts
+        self.contexts = None
+        if contexts is not None:
+            if error is None:
+                contexts.close()
+                return
+            try:
+                contexts.__exit__(type(error), error, error.__traceback__)
+            except BaseException as other:
+                if other is not error:
+                    error.add_note(f"hookrun: leaving a hook's step_context also failed: {other!r}")
 
 
 class Rescope(Exception):

@@ -70,6 +70,7 @@ class _LaneOwner:
     ) -> Any:
         engine = self.engine
         sub = Step(self.step.lane, (fetches, feed_dict, options, run_metadata))
+        error: BaseException | None = None
         try:
             with sub.scope:  # its phases run under it
                 if not await engine.admit(sub):
@@ -77,7 +78,11 @@ class _LaneOwner:
                     raise RunAfterStopError("run_with_hooks() called after the session stopped")
                 return await engine.attempt(sub, None, admitted=True)
             raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
+            sub.leave_contexts(error)
             if sub.number:
                 engine.turn.done(sub.number)
             engine.unhold(sub)

@@ -67,10 +67,10 @@ class LanePool:
         self._since = now
         self.busy += change
 
-    def mean_in_flight(self) -> float | None:
-        """The mean number of steps in flight since the first one started (``None``: none yet)."""
+    def mean_in_flight(self) -> float:
+        """The mean number of steps in flight since the first one started (0.0: none yet)."""
         if self._started is None:
-            return None
+            return 0.0
         elapsed = self._clock() - self._started
         return self.occupancy() / elapsed if elapsed > 0 else float(self.busy)
 

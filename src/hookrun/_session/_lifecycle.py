@@ -191,6 +191,8 @@ class Lifecycle:
         was, self._state = self._state, move(self._state, State.CLOSED)
         if self._backoff is not None:  # another task waits to retry: it stops waiting at once
             self._backoff.cancel()
+        if not call_end and self._busy:  # an error or a cancellation: the steps in flight end first
+            await self._abandon_steps(error)
         failures: list[BaseException] = []
         interrupted: BaseException | None = None
         # Leaving the block cancels ``ending`` when this close runs in another task.
@@ -208,6 +210,8 @@ class Lifecycle:
             "ran in another task: the hooks' end was cut short; the coordinator and the session are closed"
         )
         if interrupted is not None or cut is not None:  # the hooks hear why, unless their end began
+            if self._busy:
+                await self._abandon_steps(interrupted or cut)
             await self._exits.settle(self._raw, ending=False, exception=interrupted or cut, step=self._step_now())
         failures += await self._close_current(raise_errors=call_end and interrupted is None and not left)
         if interrupted is not None:
@@ -222,6 +226,14 @@ class Lifecycle:
         for other in failures:
             assert error is not None
             error.add_note(f"hookrun: closing after this error also failed: {other!r}")
+
+    async def _abandon_steps(self, why: BaseException | None) -> None:
+        """Cancel the steps in flight and wait for them to end (shielded, bounded by the grace
+        period), so that no hook call runs beside ``on_exception`` (``InFlight.abandon``).
+        One step at a time runs in its caller's task, which this cannot cancel: nothing to do."""
+        engine = getattr(self, "_in_flight", None)
+        if engine is not None:
+            await engine.abandon(why)
 
     async def _end_hooks(
         self, was: State, call_end: bool, failures: list[BaseException], error: BaseException | None

@@ -6,6 +6,7 @@
 * ``import_optional``: import an optional dependency, or say which extra installs it.
 * ``step_counter_of``: the coordinator's step counter, or ``None``.
 * ``check_timer_args``: a hook's seconds/steps pair, named as the hook's caller wrote it.
+* ``check_address``: an address to listen on (an IP address or a host name).
 
 Other construction-time checks live in ``hookrun._validate``, shared by every public
 constructor.
@@ -15,16 +16,19 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import ipaddress
+import re
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from .._log import fields
 from .._log import logger as _logger
-from .._validate import check_int, check_number
+from .._validate import check_int, check_number, check_text
 
 __all__ = [
     "call_maybe_async",
+    "check_address",
     "check_timer_args",
     "import_optional",
     "logger",
@@ -65,3 +69,23 @@ def check_timer_args(owner: str, secs_name: str, secs: object, steps_name: str, 
     names ``save_steps`` (say) rather than the timer's ``every_steps``. ``None``: not given."""
     check_number(f"{owner}: {secs_name}", secs, optional=True, unit="seconds")
     check_int(f"{owner}: {steps_name}", steps, optional=True)
+
+
+#: A host name: dot-separated labels of letters, digits and inner hyphens (RFC 1123).
+_HOST_NAME = re.compile(r"(?=.{1,253}\.?$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?", re.I)
+
+
+def check_address(what: str, value: object) -> None:
+    """``value`` is an address to listen on: an IP address (``"127.0.0.1"``, ``"::"``) or a
+    host name (``"localhost"``). Checked by its form only: no name is looked up here."""
+    check_text(what, value)
+    assert isinstance(value, str)
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        if _HOST_NAME.fullmatch(value) is None:
+            hint = " (without the brackets)" if value.startswith("[") else ""
+            raise ValueError(
+                f"{what} must be an IP address such as '127.0.0.1' or '::'{hint}, or a host name "
+                f"such as 'localhost', got {value!r}"
+            ) from None

@@ -6,6 +6,15 @@ and an optional cancellation from outside. The hooks run in a real
 ``MonitoredSession`` (or ``SingularMonitoredSession``): what the record shows
 is what the runtime did, not a model of it.
 
+With ``max_in_flight=N > 1`` the session runs up to N steps at once (``iterate``,
+one lane per raw session), and each step is told its script step at admission
+(``_StepOf``, a hook of the drive's own after the driven ones, feeds it under a
+private key the runs take out again): script step ``k`` is the step admitted with
+global step ``k`` past the first one, so a step re-run after its lane's recovery is
+answered with its own values, whichever run ends first. ``lags`` makes runs end out
+of order: the run of script step ``k`` lets every other task run ``lags[k]`` times
+before it answers.
+
 Invariants: the script advances only on a run that returned, so a step that
 failed is answered again, with the same values, by the re-created session; the
 drive is bounded in real time; when it returns, every scripted session was
@@ -22,11 +31,28 @@ import anyio.lowlevel
 
 from .._errors import SessionClosedError
 from .._global_step import StepCounter
-from .._hook_protocol import RunMetadata, RunOptions
+from .._hook_protocol import (
+    RunMetadata,
+    RunOptions,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+)
 from .._session._monitored import MonitoredSession, SingularMonitoredSession
 from .._session._retry import RetryPolicy
 from .._timer import Clock
 from ._clock import MockClock
+from ._drive_args import (
+    StepScript,
+    check_limits,
+    check_max_in_flight,
+    check_tick,
+    faults_of,
+    hooks_of,
+    lags_of,
+    script_of,
+    sequence_of,
+)
 from ._faults import HANG, Fault, resolve_fault
 from ._faults import cancel_after as _cancel_after
 from ._record import Record, SessionRun, as_mapping
@@ -34,8 +60,6 @@ from ._tape import Tape
 
 __all__ = ["Drive", "StepScript", "drive"]
 
-#: One step of the script: the values it answers with, or ``(step, feed_dict) -> values``.
-StepScript = Mapping[Any, Any] | Callable[[int, Mapping[Any, Any]], Mapping[Any, Any]]
 
 #: The type of the ``drive`` fixture: :func:`drive` with its ``clock`` already given.
 Drive = Callable[..., Awaitable["Record"]]
@@ -64,6 +88,8 @@ async def drive(
     hook_timeout: float | None = None,
     stop_grace_period: float = 1.0,
     timeout: float = 30.0,  # noqa: ASYNC109 - a bound in real time on the whole drive
+    max_in_flight: int = 1,
+    lags: Mapping[int, int] | Sequence[int] | None = None,
 ) -> Record:
     """Run ``hooks`` (one hook or a sequence) through ``steps`` and return the :class:`Record`.
 
@@ -89,6 +115,16 @@ async def drive(
     each ``run``. Recovery does not wait (``retry``). ``timeout`` bounds the drive in
     real seconds.
 
+    ``max_in_flight=N > 1`` runs up to N steps at once (``session.iterate``, one step per
+    script step, fed ``feed_dict``; ``options`` cannot be given then), so ``before_run``
+    of later steps may come between a step's ``before_run`` and its ``after_run``: what a
+    hook declaring ``overlapping_steps = True`` must be right under. Each step is still
+    answered from its own script step, a re-run after its lane's recovery too. ``lags``
+    (a list by script step, or a mapping of script step to count) makes the run of a
+    script step let every other task run that many times before it answers, so runs
+    end out of order: ``lags=[3, 0, 0, 0]`` ends the runs of steps 1 to 3 before step
+    0's. ``record.results`` are in step order.
+
     Args:
         hooks: The hook under test, or a list of hooks.
         steps: A number of steps, or one script per step: a mapping fetch key → value, or a
@@ -111,33 +147,45 @@ async def drive(
         hook_timeout: Seconds an async hook call may take. ``None``: no limit.
         stop_grace_period: The coordinator's grace period, in seconds.
         timeout: Real seconds the whole drive may take before a ``TimeoutError``.
+        max_in_flight: How many steps may run at once (then driven with ``iterate``).
+        lags: Per script step (a list, or a mapping step → count), how many times the run
+            lets every other task run before it answers, so runs end out of order.
 
     Returns:
         The ``Record`` of every hook call and session run.
     """
-    hook_list = _hooks(hooks)
-    tick = _check_tick(tick, clock)
+    hook_list = hooks_of(hooks)
+    lanes = check_max_in_flight(max_in_flight, options)
+    tick = check_tick(tick, clock)
     if singular and retry is not None:
         raise ValueError("drive(singular=True) never recovers, so retry=... would be ignored; drop one")
-    _check_limits(cancel_after, timeout)
-    record = Record(hook_list)
-    life = _Life(record, steps, values, errors, creation_errors)
+    check_limits(cancel_after, timeout)
+    record = Record(hook_list, lanes=lanes)
+    life = _Life(record, steps, values, errors, creation_errors, lags)
     tape = Tape(record, clock or anyio.current_time, life.current_session)
     session_type = SingularMonitoredSession if singular else MonitoredSession
     extra: dict[str, Any] = {} if singular else {"retry": retry or NO_WAIT}
+    session_hooks = hook_list if lanes == 1 else [*hook_list, _StepOf()]
+    if lanes > 1:
+        extra["max_in_flight"] = lanes
     escaped: list[BaseException] = []
 
     async def live() -> None:
         try:
             async with session_type(
                 life,
-                hook_list,
+                session_hooks,
                 stop_grace_period=stop_grace_period,
                 step_counter=step_counter,
                 hook_timeout=hook_timeout,
                 **extra,
             ) as session:
-                while not session.should_stop() and life.wants_run():
+                if lanes > 1:
+                    async for result in session.iterate(fetches, life.feeds(feed_dict)):
+                        record.results.append(result)
+                        if tick:
+                            await _move(clock, tick)
+                while lanes == 1 and not session.should_stop() and life.wants_run():
                     record.results.append(await session.run(fetches, feed_dict, options))
                     if tick:
                         await _move(clock, tick)
@@ -171,11 +219,13 @@ class _Life:
         values: Mapping[Any, Any] | None,
         errors: Mapping[int, Fault | Sequence[Fault]] | None,
         creation_errors: Sequence[Fault],
+        lags: Mapping[int, int] | Sequence[int] | None = None,
     ) -> None:
         self.record = record
-        self.script = _script(steps)
+        self.script = script_of(steps)
+        self.lags = lags_of(lags, len(self.script))
         self.values = as_mapping(values, "drive(values=...)")
-        self.faults = _faults(errors)
+        self.faults = faults_of(errors)
         late = [step for step in self.faults if step > len(self.script)]
         if late:
             raise ValueError(
@@ -184,15 +234,25 @@ class _Life:
                 "(the run after the script, e.g. 'oor' for the end of input)"
             )
         self.creation_faults = [
-            resolve_fault(fault, f"creation {n}") for n, fault in enumerate(_sequence(creation_errors, "creation_errors"))
+            resolve_fault(fault, f"creation {n}") for n, fault in enumerate(sequence_of(creation_errors, "creation_errors"))
         ]
         self.index = 0  # the next script step: advanced by each run that returns
 
-    def current_session(self) -> int:
+    def current_session(self, session: object = None) -> int:
+        """The number of ``session`` if it is one of this life's (a step's lane's), else of
+        the session created last."""
+        if isinstance(session, _ScriptedRunSession) and session.life is self:
+            return session.number
         return self.record.sessions - 1
 
     def wants_run(self) -> bool:
         return self.index < len(self.script) or bool(self.faults.get(self.index))
+
+    def feeds(self, feed_dict: Mapping[Any, Any] | None) -> list[dict[Any, Any] | None]:
+        """One feed per step to run with steps in flight (a copy each: a step's feed is its
+        own), the step after the script's end too when a fault waits there."""
+        count = len(self.script) + bool(self.faults.get(len(self.script)))
+        return [None if feed_dict is None else dict(feed_dict) for _ in range(count)]
 
     async def create_session(self) -> _ScriptedRunSession:
         attempt = self.record.creation_attempts
@@ -249,16 +309,20 @@ class _ScriptedRunSession:
         if self.closed:
             raise SessionClosedError(f"{self!r} used after close")
         life = self.life
-        run = SessionRun(self.number, life.index, list(fetches), dict(feed_dict), options)
+        feeds = dict(feed_dict)
+        index = feeds.pop(_STEP_KEY, life.index)
+        run = SessionRun(self.number, index, list(fetches), feeds, options)
         life.record.runs.append(run)
         try:
             await anyio.lowlevel.checkpoint()
+            for _ in range(life.lags.get(index, 0)):
+                await anyio.lowlevel.checkpoint()
             pending = life.faults.get(run.index)
             if pending:
                 fault = pending.pop(0)
                 run.outcome = "hang" if fault == HANG else "raised"
                 await _apply(fault)
-            run.values = life.answer(run.index, fetches, feed_dict)
+            run.values = life.answer(run.index, fetches, feeds)
         except BaseException as exc:
             cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
             run.outcome, run.error = ("cancelled", None) if cancelled else ("raised", exc)
@@ -270,6 +334,31 @@ class _ScriptedRunSession:
     async def aclose(self) -> None:
         self.closed += 1
         self.life.record.closed += 1
+
+
+class _StepKey:
+    """The key under which ``_StepOf`` feeds a step its script step (no hook can feed it)."""
+
+    def __repr__(self) -> str:
+        return "<drive's script step>"
+
+
+_STEP_KEY = _StepKey()
+
+
+class _StepOf(SessionRunHook):
+    """The drive's own last hook with steps in flight: feeds each step its script step, the
+    global step it was admitted with past the first one's (a re-run keeps its number)."""
+
+    overlapping_steps = True
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        if self.first is None:
+            self.first = run_context.global_step
+        return SessionRunArgs(feed_dict={_STEP_KEY: run_context.global_step - self.first})
 
 
 async def _apply(fault: BaseException | str) -> None:
@@ -290,63 +379,20 @@ async def _move(clock: Clock | None, seconds: float) -> None:
         await anyio.wait_all_tasks_blocked()
 
 
-def _hooks(hooks: object) -> list[object]:
-    if isinstance(hooks, (list, tuple)):
-        return list(hooks)
-    if isinstance(hooks, (str, bytes, Mapping)) or hooks is None:
-        raise TypeError(f"drive() needs a hook or a sequence of hooks, got {hooks!r}")
-    return [hooks]
 
 
-def _script(steps: object) -> list[StepScript]:
-    if isinstance(steps, int) and not isinstance(steps, bool):
-        if steps < 0:
-            raise ValueError(f"drive(steps=...) must be >= 0 steps, got {steps}")
-        return [{}] * steps
-    script = _sequence(steps, "steps")
-    for index, step in enumerate(script):
-        if not (callable(step) or isinstance(step, Mapping)):
-            raise TypeError(
-                f"drive(steps=[...]): step {index} must be a mapping of fetch key to value "
-                f"or a callable (step, feed_dict) -> mapping, got {type(step).__name__}"
-            )
-    return list(script)
 
 
-def _faults(errors: Mapping[int, Any] | None) -> dict[int, list[BaseException | str]]:
-    faults: dict[int, list[BaseException | str]] = {}
-    for step, planned in as_mapping(errors, "drive(errors=...)").items():
-        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-            raise ValueError(f"drive(errors=...) keys are script steps (ints >= 0), got {step!r}")
-        attempts = list(planned) if isinstance(planned, (list, tuple)) else [planned]
-        faults[step] = [resolve_fault(fault, f"step {step}") for fault in attempts]
-    return faults
 
 
-def _sequence(value: object, what: str) -> Sequence[Any]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise TypeError(f"drive({what}=...) must be a list, got {type(value).__name__}")
-    return value
 
 
-def _check_tick(tick: float, clock: Clock | None) -> float:
-    if isinstance(tick, bool) or not isinstance(tick, int | float) or not tick >= 0:
-        raise ValueError(f"drive(tick=...) must be a number of seconds >= 0, got {tick!r}")
-    if tick and not callable(getattr(clock, "jump", None)):
-        raise TypeError(
-            "drive(tick=...) moves the clock between steps, so it needs a clock with "
-            f"jump(seconds) such as hookrun.testing.MockClock; got clock={clock!r}"
-        )
-    return float(tick)
 
 
-def _check_limits(cancel_after: int | None, timeout: float) -> None:
-    if cancel_after is not None and (
-        not isinstance(cancel_after, int) or isinstance(cancel_after, bool) or cancel_after < 0
-    ):
-        raise ValueError(f"drive(cancel_after=...) must be a number of schedule points >= 0, got {cancel_after!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise ValueError(f"drive(timeout=...) must be a positive number of seconds, got {timeout!r}")
+
+
+
+
 
 
 def _settle(

@@ -23,8 +23,9 @@ class HookCall:
 
     ``step`` is ``run_context.global_step`` (the step before the run) for
     ``before_run``/``after_run``, else ``None``; ``time`` is the clock's
-    reading when the call began; ``session`` numbers the session current at
-    the call (0 for the first, -1 before any). ``outcome`` is ``"running"``,
+    reading when the call began; ``session`` numbers the session of the call's step (or
+    the one it was given, for ``after_create_session``; else the session created last:
+    0 for the first, -1 before any). ``outcome`` is ``"running"``,
     ``"returned"``, ``"raised"`` or ``"cancelled"``. ``exception`` is what an
     ``on_exception`` call received (the error, or the cancellation), else ``None``.
     """
@@ -74,8 +75,9 @@ class Record:
     """The life ``drive`` ran: ask it questions about one hook (by object or name;
     ``None`` means the first hook given).
 
-    ``results`` holds what each caller ``run()`` returned; ``sessions`` and
-    ``closed`` count scripted sessions created and closed; ``creation_attempts``
+    ``results`` holds what each caller ``run()`` returned (each step's, in step order);
+    ``sessions`` and ``closed`` count scripted sessions created and closed (one per lane
+    with ``max_in_flight=N``: ``lanes``); ``creation_attempts``
     counts creations tried; ``error`` is what escaped the monitored session (only
     when ``drive(raises=...)`` expected it); ``cancelled`` tells whether
     ``cancel_after`` cancelled the life before it ended.
@@ -90,6 +92,7 @@ class Record:
     creation_attempts: int = 0
     error: BaseException | None = None
     cancelled: bool = False
+    lanes: int = 1
 
     def __repr__(self) -> str:
         return (
@@ -105,8 +108,8 @@ class Record:
 
     @property
     def recoveries(self) -> int:
-        """How many times a session was re-created."""
-        return max(self.sessions - 1, 0)
+        """How many times a session was re-created (past one per lane)."""
+        return max(self.sessions - self.lanes, 0)
 
     @property
     def stop(self) -> HookCall | None:

@@ -23,6 +23,7 @@ import anyio
 
 from .._hook_protocol import (
     HOOK_METHODS,
+    InFlightRunContext,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
@@ -39,12 +40,12 @@ _BASE = {name: getattr(SessionRunHook, name) for name in HOOK_METHODS}
 class Tape:
     """Records the calls of ``record.hooks`` into ``record.calls`` while ``patched()``."""
 
-    def __init__(self, record: Record, clock: Clock, session_number: Callable[[], int]) -> None:
+    def __init__(self, record: Record, clock: Clock, session_number: Callable[[object], int]) -> None:
         self.record = record
         self.clock = clock
         self.session_number = session_number
         self.active = 0
-        self._views: dict[tuple[int, int], _StepView] = {}
+        self._views: dict[tuple[int, int], _StepView | _InFlightStepView] = {}
 
     @contextmanager
     def patched(self) -> Iterator[None]:
@@ -104,7 +105,8 @@ class Tape:
         """Record the call's start; return it and the arguments to call the hook with."""
         ctx = args[0] if args and isinstance(args[0], SessionRunContext) else None
         step = ctx.global_step if ctx is not None else None
-        call = HookCall(hook, _name(hook), phase, step, self.clock(), self.session_number())
+        session = ctx.session if ctx is not None else args[0] if phase == "after_create_session" else None
+        call = HookCall(hook, _name(hook), phase, step, self.clock(), self.session_number(session))
         if phase == "on_exception" and len(args) > 1 and isinstance(args[1], BaseException):
             call.exception = args[1]
         self.record.calls.append(call)
@@ -113,12 +115,14 @@ class Tape:
             args = (self._view(hook, ctx, call), *args[1:])
         return call, args
 
-    def _view(self, hook: object, ctx: SessionRunContext, call: HookCall) -> _StepView:
+    def _view(self, hook: object, ctx: SessionRunContext, call: HookCall) -> SessionRunContext:
         """The hook's view of ``ctx`` (one per hook and step), now noting stops for ``call``."""
         key = (id(ctx), id(hook))
         view = self._views.get(key)
         if view is None:
-            view = self._views[key] = _StepView(ctx)  # keeps ctx alive: ids are not reused
+            view = self._views[key] = (  # keeps ctx alive: ids are not reused
+                _InFlightStepView(ctx) if isinstance(ctx, InFlightRunContext) else _StepView(ctx)
+            )
         view.call = call
         return view
 
@@ -137,16 +141,12 @@ class Tape:
 
 
 
-class _StepView(SessionRunContext):
-    """What one driven hook sees of a step's context: the same step, args, session and
-    stop flag; its ``request_stop`` also marks the hook call it was last given to."""
+class _Forwarding:
+    """What a view of a step's context forwards to the context itself (``_ctx``)."""
 
-    __slots__ = ("_ctx", "call")
-
-    def __init__(self, ctx: SessionRunContext) -> None:
-        super().__init__(ctx.original_args, ctx.session, ctx.global_step)
-        self._ctx = ctx
-        self.call: HookCall | None = None
+    __slots__ = ()
+    _ctx: SessionRunContext
+    call: HookCall | None
 
     def __repr__(self) -> str:
         return repr(self._ctx)
@@ -159,10 +159,43 @@ class _StepView(SessionRunContext):
     def stop_requested(self) -> bool:
         return self._ctx.stop_requested
 
+    @property
+    def step_state(self) -> dict[object, Any]:
+        return self._ctx.step_state
+
     def request_stop(self) -> None:
         if self.call is not None:
             self.call.requested_stop = True
         self._ctx.request_stop()
+
+
+class _StepView(_Forwarding, SessionRunContext):
+    """What one driven hook sees of a step's context: the same step, args, session, step
+    state and stop flag; its ``request_stop`` also marks the hook call it was last given to."""
+
+    __slots__ = ("_ctx", "call")
+
+    def __init__(self, ctx: SessionRunContext) -> None:
+        SessionRunContext.__init__(self, ctx.original_args, ctx.session, ctx.global_step)
+        self._ctx = ctx
+        self.call: HookCall | None = None
+
+
+class _InFlightStepView(_Forwarding, InFlightRunContext):
+    """``_StepView`` of a step in flight's context: one too, whose ``ended`` is the step's."""
+
+    __slots__ = ("_ctx", "call")
+
+    def __init__(self, ctx: InFlightRunContext) -> None:
+        SessionRunContext.__init__(self, ctx.original_args, ctx.session, ctx.global_step)
+        self._ctx = ctx
+        self.call: HookCall | None = None
+
+    @property  # read from the step's context, set only there
+    def ended(self) -> bool:  # type: ignore[override]
+        ctx = self._ctx
+        assert isinstance(ctx, InFlightRunContext)
+        return ctx.ended
 
 
 def _shadow(hook: object, phase: str, replacement: Callable[..., Any]) -> Callable[[], None]:
