@@ -79,8 +79,8 @@ async def test_per_step_state_on_self_is_refused_with_steps_in_flight() -> None:
 @pytest.mark.anyio
 async def test_the_tracing_program_makes_a_span_per_step_run_and_hook_call() -> None:
     names = await tracing.main(3)
-    assert names.count("hookrun.step") == 3 and names.count("hookrun.run") == 3
-    assert len(names) == 15  # per step: the step, its run, two before_run calls, one after_run
+    assert {"hookrun.step", "hookrun.run", "hookrun.before_run StopAtStepHook", "hookrun.after_run StopAtStepHook"} <= set(names)
+    assert all(names.count(name) == 3 for name in names)  # each span once per step
 
 
 @pytest.mark.anyio
