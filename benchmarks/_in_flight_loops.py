@@ -31,7 +31,7 @@ from hookrun.hooks import StepCounterHook
 
 from ._harness import Case, Timing, clock, timed
 
-__all__ = ["NOOP_HOOKS", "VARIED", "NoopHook", "SleepSession", "baseline_case", "hook_set", "hookrun_case", "tasks_case"]
+__all__ = ["NOOP_HOOKS", "VARIED", "NoopHook", "SleepSession", "baseline_case", "hook_set", "hookrun_case", "mean_latency", "tasks_case"]
 
 #: The async no-op hooks of every case (a ``StepCounterHook`` comes on top).
 NOOP_HOOKS = 10
@@ -89,6 +89,13 @@ def _feeds(steps: int, seconds: float | None) -> list[dict[str, Any]]:
     if seconds is not None:
         return [{"x": i} for i in range(steps)]
     return [{"x": i, "s": random.Random(i).uniform(*VARIED)} for i in range(steps)]
+
+
+def mean_latency(seconds: float | None, steps: int) -> float:
+    """The mean latency of the first ``steps`` steps (``seconds`` when it is fixed)."""
+    if seconds is not None:
+        return seconds
+    return float(sum(feed["s"] for feed in _feeds(steps, None))) / steps
 
 
 def _session(seconds: float | None) -> SleepSession:
