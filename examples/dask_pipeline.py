@@ -121,6 +121,7 @@ async def _feeds(
             yield {**item, "work_s": work_s, "lose_marker": marker if item["id"] == lose_at else None}
 
 
+# --8<-- [start:run]
 async def run_pipeline(
     address: str,
     items: int,
@@ -165,6 +166,7 @@ async def run_pipeline(
                 await sink.write(item_id, words)
                 cursor.next = item_id + 1  # saved by the next checkpoint
     return sink
+# --8<-- [end:run]
 
 
 async def main(

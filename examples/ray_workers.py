@@ -116,6 +116,7 @@ class Report(hookrun.SessionRunHook):
         self.updates = values.results
 
 
+# --8<-- [start:work]
 async def work(
     role: str, index: int, counter_name: str, last_step: int, checkpoint_dir: str, lose_marker: str | None,
     in_flight: int = 1,
@@ -150,6 +151,7 @@ async def work(
         "role": role, "steps": report.steps, "sessions": report.sessions,
         "first_step": report.first_step, "last_step": report.last_step, "updates": report.updates,
     }
+# --8<-- [end:work]
 
 
 async def main(

@@ -56,6 +56,7 @@ class FileSink:
         return {path.name: path.read_text() for path in self.directory.iterdir() if not path.name.startswith(".")}
 
 
+# --8<-- [start:session]
 class PipelineSession:
     """The session of one lane: each run transforms the item it is fed and writes it."""
 
@@ -72,8 +73,10 @@ class PipelineSession:
         await self.sink.put(key, transform(key))
         produced: dict[Hashable, object] = {"key": key}
         return [produced[name] for name in fetches]
+# --8<-- [end:session]
 
 
+# --8<-- [start:main]
 async def main(
     workdir: Path, items: int = 50, delay: float = 0.0, verbose: bool = False, in_flight: int = 4
 ) -> dict[str, str]:
@@ -96,6 +99,7 @@ async def main(
             if verbose:
                 print(f"processed {key}", flush=True)
     return sink.contents()
+# --8<-- [end:main]
 
 
 def _positive(text: str) -> int:

@@ -108,7 +108,7 @@ ARGUMENTS = {
     "resumable_pipeline": ["{tmp}/run", "--items", "5"],
 }
 #: Examples that start a Ray or Dask cluster: as scripts, only their ``--help`` is run.
-ENGINES = {"dask_pipeline", "ray_workers"}
+ENGINES = {"dask_pipeline", "dask_steps", "ray_steps", "ray_workers"}
 
 
 @pytest.mark.parametrize(

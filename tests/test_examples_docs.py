@@ -8,20 +8,84 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 from examples import (
     backends,
+    built_in_hooks,
+    checkpointing,
+    concepts,
     errors_and_cancellation,
+    overlapping_steps,
     porting_ignite,
     porting_tensorflow,
     quickstart,
+    remote_future,
     seeing_logs,
+    tracing,
     writing_hooks,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.anyio
+async def test_the_concepts_block_steps_a_session_class_of_your_own() -> None:
+    assert await concepts.main() == [[0.0], [2.0], [4.0]]
+
+
+def test_the_retry_policy_the_concepts_page_spells_out_is_the_default() -> None:
+    import hookrun
+
+    assert concepts.default_retry_policy() == hookrun.RetryPolicy()
+
+
+@pytest.mark.anyio
+async def test_checkpoints_wired_by_hand_resume_where_they_stopped(tmp_path: Path) -> None:
+    assert await checkpointing.wired(tmp_path, 300) == 300
+    assert await checkpointing.wired(tmp_path, 500) == 500  # restored at 300, saved every 100
+
+
+@pytest.mark.anyio
+async def test_the_checkpointer_saves_finds_and_restores_by_hand(tmp_path: Path) -> None:
+    seen = await checkpointing.by_hand(tmp_path)
+    assert seen["state"] == {"weights": [0.5, 0.25], "epoch": 2}
+    assert (seen["latest"], seen["every"], seen["best"]) == (7, [7], None)
+    assert seen["model"].step == seen["ema"].step == 7 and seen["model"].path != seen["ema"].path
+
+
+@pytest.mark.anyio
+async def test_a_subclass_and_a_function_hook_of_the_built_in_hooks_page() -> None:
+    seen = await built_in_hooks.main(25)
+    assert seen["started_at"] is not None  # the subclass's begin ran, after its base's
+    assert [step for step, _ in seen["pushed"]] == [1, 11, 21]
+    assert seen["pushed"][0][1] == pytest.approx(1.0)
+
+
+@pytest.mark.anyio
+async def test_per_step_state_in_the_run_context_holds_with_steps_in_flight(capsys: pytest.CaptureFixture[str]) -> None:
+    await overlapping_steps.main(overlapping_steps.EveryTenth(), steps=25, in_flight=4)
+    assert capsys.readouterr().out.splitlines() == ["0.0", "10.0", "20.0"]
+
+
+@pytest.mark.anyio
+async def test_per_step_state_on_self_is_refused_with_steps_in_flight() -> None:
+    with pytest.raises(TypeError, match=r"hooks\[0\] \(EveryTenthOnSelf\) does not declare overlapping_steps = True"):
+        await overlapping_steps.main(overlapping_steps.EveryTenthOnSelf(), in_flight=4)
+
+
+@pytest.mark.anyio
+async def test_the_tracing_program_makes_a_span_per_step_run_and_hook_call() -> None:
+    names = await tracing.main(3)
+    assert {"hookrun.step", "hookrun.run", "hookrun.before_run StopAtStepHook", "hookrun.after_run StopAtStepHook"} <= set(names)
+    assert all(names.count(name) == 3 for name in names)  # each span once per step
+
+
+@pytest.mark.anyio
+async def test_a_future_of_a_thread_pool_is_awaited_on_the_event_loop() -> None:
+    assert await remote_future.main() == 144
 
 
 @pytest.mark.anyio
@@ -152,15 +216,23 @@ def test_the_api_reference_covers_every_public_name() -> None:
 
 
 def test_getting_started_installs_and_runs_the_demo_as_the_readme_does() -> None:
-    def first_sh_line(text: str) -> str:
-        match = re.search(r"^```sh\n(.*?)$", text, flags=re.MULTILINE)
-        assert match is not None
-        return match.group(1)
+    """The package index's install and the clone's first command, as the README gives them."""
+
+    def sh_blocks(text: str) -> list[str]:
+        return re.findall(r"^```sh\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
-    assert first_sh_line(page) == first_sh_line(readme.split("## Set up", 1)[1])
+    install, clone = sh_blocks(page)[:2]
+    assert install == sh_blocks(readme.split("## Install", 1)[1])[0]
+    assert clone.strip() == sh_blocks(readme.split("## Set up", 1)[1])[0].splitlines()[0]
     assert "checkpoints: " in page  # the demo's output as it now prints it
+
+
+def test_getting_started_lists_every_extra_of_the_package() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    assert re.findall(r"^\| `([a-z]+)` \|", page, flags=re.MULTILINE) == list(extras)
 
 
 def test_the_docs_cite_nothing_a_user_does_not_have() -> None:

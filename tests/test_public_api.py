@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import html
+import inspect
 import os
 import re
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import textwrap
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -300,9 +302,88 @@ def test_the_reference_shows_no_private_path_or_name(reference: dict[str, tuple[
 
 
 def test_the_reference_formats_long_signatures(reference: dict[str, tuple[str, set[str]]]) -> None:
-    """mkdocstrings formats signatures with ruff (the docs extra installs it): one parameter a line."""
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert any(req.startswith("ruff") for req in extras["docs"])
+    """mkdocstrings formats signatures with ruff (the docs group installs it): one parameter a line."""
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
+    assert any(isinstance(req, str) and req.startswith("ruff") for req in groups["docs"])
     text, _ = reference["checkpoints"]
     signature = text[text.index("MonitoredTrainingSession(") :].split(")\n", 1)[0]
     assert signature.count("\n") > 10 and max(len(line) for line in signature.splitlines()) <= 100
+
+
+# -- parameters in the reference ---------------------------------------------------------------
+
+#: Constructors and functions whose docstrings list every parameter (an ``Args:`` section,
+#: rendered as a table of name, type, meaning and default).
+WITH_PARAMETERS = [
+    "MonitoredSession", "SingularMonitoredSession", "MonitoredTrainingSession", "ChiefSessionCreator",
+    "WorkerSessionCreator", "StepSession", "fetch", "borrowed", "LocalStepCounter", "Checkpointer",
+    "hooks.CheckpointSaverHook", "hooks.StopAtStepHook", "hooks.StepCounterHook", "hooks.LoggingTensorHook",
+    "hooks.NanTensorHook", "hooks.SummarySaverHook", "hooks.FinalOpsHook", "hooks.FeedFnHook", "hooks.ProfilerHook",
+    "Coordinator", "in_thread", "sequential", "latest_checkpoint", "RunOptions", "SessionRunArgs",
+    "StatisticsOptions", "PickleCodec", "SecondOrStepTimer", "hooks.OpenTelemetryHook", "hooks.TensorBoardWriter",
+    "hooks.chrome_trace", "hooks.read_eval_metrics", "hooks.on_begin", "hooks.on_after_create_session",
+    "hooks.on_before_run", "hooks.on_after_run", "hooks.on_end", "hooks.FunctionHook", "hooks.every",
+    "hooks.at_step", "hooks.when", "remote.await_future", "testing.MockClock", "RetryPolicy",
+    "hooks.EarlyStoppingHook", "hooks.ThresholdStoppingHook", "hooks.StopOnPredicateHook",
+    "hooks.stop_if_higher_hook", "hooks.stop_if_lower_hook", "hooks.stop_if_no_increase_hook",
+    "hooks.stop_if_no_decrease_hook", "hooks.ProgressBarHook", "hooks.PrometheusHook",
+    "hooks.GlobalStepWaiterHook", "hooks.MetricsFileHook", "testing.drive", "testing.RecordingHook",
+    "testing.ScriptedSession", "testing.ScriptedCreator", "testing.cancel_after",
+]
+
+
+def _documented_parameters(obj: object) -> list[str]:
+    doc = inspect.getdoc(obj) or ""
+    assert "\nArgs:\n" in doc, f"{obj!r} has no Args section"
+    section = doc.split("\nArgs:\n", 1)[1].split("\n\n", 1)[0]
+    return re.findall(r"^    (\w+): ", section, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize("name", WITH_PARAMETERS)
+def test_the_docstring_lists_every_parameter_in_order(name: str) -> None:
+    """Each parameter of the signature has a line of its own, in the signature's order."""
+    obj: Any = hookrun
+    if name.startswith(("remote.", "testing.")):
+        import importlib
+
+        obj = importlib.import_module(f"hookrun.{name.split('.')[0]}")
+        name = name.split(".", 1)[1]
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    parameters = [p for p in inspect.signature(obj).parameters if p not in ("self", "args", "kwargs")]
+    assert _documented_parameters(obj) == parameters
+
+
+@pytest.mark.parametrize("name", ["MonitoredSession", "SingularMonitoredSession"])
+def test_a_monitored_session_names_what_its_creator_may_be(name: str) -> None:
+    """``session_creator`` is a ``SessionCreatorLike``: a creator object or a factory, never ``object``."""
+    annotation = inspect.signature(getattr(hookrun, name)).parameters["session_creator"].annotation
+    assert annotation == "SessionCreatorLike"
+    assert hookrun.SessionCreatorLike == hookrun.SessionCreator | hookrun.SessionFactory
+    assert inspect.signature(hookrun.MonitoredTrainingSession).parameters["session_factory"].annotation == "SessionFactory"
+
+
+def test_the_reference_shows_parameter_tables_and_no_bare_object_creator(
+    reference: dict[str, tuple[str, set[str]]],
+) -> None:
+    text, ids = reference["sessions"]
+    assert "session_creator: SessionCreatorLike" in text and "session_creator: object" not in text
+    assert {"hookrun.SessionCreatorLike", "hookrun.SessionFactory"} <= ids
+    assert text.count("Parameters:") >= 5
+
+
+@pytest.mark.engine
+def test_the_engine_adapters_list_their_parameters() -> None:
+    """The Ray and Dask sessions, creators and counters list every parameter too."""
+    import importlib
+
+    pytest.importorskip("ray")
+    pytest.importorskip("distributed")
+    for module, names in {
+        "hookrun.ray": ["RayActorSessionCreator", "RayStepSession", "RayStepCounter", "init_local"],
+        "hookrun.dask": ["DaskStepSession", "DaskActorSessionCreator", "DaskStepCounter"],
+    }.items():
+        for name in names:
+            obj = getattr(importlib.import_module(module), name)
+            parameters = [p for p in inspect.signature(obj).parameters if p not in ("args", "kwargs", "options")]
+            assert _documented_parameters(obj) == parameters, f"{module}.{name}"

@@ -40,13 +40,28 @@ def env_with_venv_first(tmp_path: Path) -> dict[str, str]:
 
 # -- set up ---------------------------------------------------------------------------------
 
-TEST_COMMAND = ".venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -q -m 'not engine' -n auto"
+UPGRADE_PIP = ".venv/bin/python -m pip install -q --upgrade 'pip>=25.1'"
+TEST_COMMAND = f"{UPGRADE_PIP} && .venv/bin/pip install --group test && .venv/bin/python -m pytest -q -m 'not engine' -n auto"
 ENGINES = {"ray", "dask", "distributed"}
+GROUPS = {"test", "test-engines", "docs", "dev"}  # the contributors' requirements
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+EXTRAS: dict[str, list[str]] = PYPROJECT["project"]["optional-dependencies"]
 
 
-def requirement_names(extra: str) -> set[str]:
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    return {re.split(r"[<>=;\[ ]", req, maxsplit=1)[0] for req in extras[extra]}
+def group_requirements(group: str) -> list[str]:
+    """A dependency group's requirements, with the groups it includes expanded."""
+    found: list[str] = []
+    for item in PYPROJECT["dependency-groups"][group]:
+        found += group_requirements(item["include-group"]) if isinstance(item, dict) else [item]
+    return found
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=;\[ ]", req, maxsplit=1)[0] for req in requirements}
+
+
+def requirement_names(group: str) -> set[str]:
+    return names(group_requirements(group))
 
 
 def set_up_commands() -> tuple[str, str]:
@@ -63,10 +78,28 @@ def test_set_up_is_exactly_two_commands_installing_trio_and_running_the_demo() -
         "python3 -m venv .venv", ".venv/bin/pip install -e '.[trio]'", ".venv/bin/hookrun demo --backend trio",
     ]
     assert tests == TEST_COMMAND
-    assert tests.startswith(".venv/bin/pip install -e ")  # editable, as the first command's install
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert any(req.startswith("trio") for req in extras["trio"])
-    assert any(req.startswith("coverage") for req in extras["test"])
+    assert any(req.startswith("trio") for req in EXTRAS["trio"])
+    assert "coverage" in requirement_names("test")
+
+
+def test_the_contributors_requirements_are_dependency_groups_not_extras() -> None:
+    """A user of the package index sees only the features: test, docs and dev are groups."""
+    assert set(PYPROJECT["dependency-groups"]) == GROUPS
+    assert not GROUPS & set(EXTRAS)
+    assert not [req for reqs in EXTRAS.values() for req in reqs if re.search(r"\[.*(test|docs|dev)", req)]
+
+
+def test_the_engine_group_installs_what_the_engine_extras_install() -> None:
+    """The engine suites run with the requirements a user of the ray and dask extras gets."""
+    assert set(EXTRAS["ray"]) | set(EXTRAS["dask"]) <= set(group_requirements("test-engines"))
+
+
+def test_the_install_section_lists_each_user_facing_extra_on_a_line_of_its_own() -> None:
+    install = section("Install")
+    assert blocks("sh", install) == ["pip install 'hookrun[trio]'\nhookrun demo --backend trio\n"]
+    assert "`pip install hookrun`" in install
+    listed = re.findall(r"^\* `([a-z]+)`: ", install, flags=re.MULTILINE)
+    assert listed == list(EXTRAS)
 
 
 def test_the_coverage_report_is_a_branch_coverage_floor_on_the_runtime_core() -> None:
@@ -105,7 +138,8 @@ def test_the_demo_command_of_the_readme_runs_as_printed(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_set_up_commands_work_on_a_fresh_copy(tmp_path: Path) -> None:
     """The first command verbatim, in a new environment: the demo runs on trio with only what
-    the install brought. (The second is the command that runs this test.)"""
+    the install brought; then the second's pip upgrade, and its group install resolves.
+    (The second is the command that runs this test.)"""
     if os.environ.get("HOOKRUN_TESTS_OFFLINE"):
         pytest.skip("HOOKRUN_TESTS_OFFLINE is set: this test installs from the package index")
     demo = set_up_commands()[0]
@@ -117,7 +151,12 @@ def test_the_set_up_commands_work_on_a_fresh_copy(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != str(Path(sys.executable).parent))
     env["TMPDIR"] = str(tmp_path)
-    script = f"set -e\n{demo}\n.venv/bin/python -c 'import tqdm' 2>/dev/null && echo HAS_TQDM || true\n"
+    upgrade, install_group = set_up_commands()[1].split(" && ")[:2]
+    script = (
+        f"set -e\n{demo}\n.venv/bin/python -c 'import tqdm' 2>/dev/null && echo HAS_TQDM || true\n"
+        # the second command's installs, as printed, on the pip the venv came with (resolved only)
+        f"{upgrade}\n{install_group} --dry-run\n"
+    )
     done = subprocess.run(
         ["bash", "-c", script], cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
@@ -125,6 +164,7 @@ def test_the_set_up_commands_work_on_a_fresh_copy(tmp_path: Path) -> None:
     assert "on the trio backend" in done.stdout and "(2 sessions created, one recovery)" in done.stdout
     assert "backend:   trio" in done.stdout and "Traceback" not in done.stderr
     assert "HAS_TQDM" not in done.stdout  # the bare install: the demo managed without the extras
+    assert "Would install" in done.stdout and "pytest-" in done.stdout  # the test group resolved
 
 
 # -- quick start ----------------------------------------------------------------------------
@@ -173,13 +213,14 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     lines = ci.splitlines()
     assert command.replace(".venv/bin/", "") in lines
-    engines = "pip install -q -e '.[test-engines]' && python -m pytest -q -m engine"
+    engines = "pip install -q --group test-engines && python -m pytest -q -m engine"
     at = lines.index(command.replace(".venv/bin/", ""))
     assert engines in lines and lines.index(engines) > at
     # set -e lets a failure inside an && list pass: the command's status is checked before going on.
     assert lines[at + 1].startswith("status=$?") and lines[at + 2] == '[ "$status" -eq 0 ] || exit "$status"'
     development = section("Development")
-    assert ".venv/bin/pip install -e '.[test-engines]'" in development
+    assert ".venv/bin/pip install --group test-engines" in development
+    assert "python -m pip install -q -e . --group dev" in lines[:at]  # what ruff, mypy and mkdocs need
     assert ".venv/bin/python -m pytest -q -m engine" in development
     assert 'export PATH="$VIRTUAL_ENV/bin:$PATH"' in ci
     # The command is measured as it runs (coverage started by every process), then reported.
@@ -190,27 +231,23 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
     assert not blocks("sh", section("Development"))  # one place for the test command
 
 
-def test_the_test_extra_has_no_linters_and_dev_has_them() -> None:
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    names = requirement_names("test")
-    assert not names & {"ruff", "mypy", "flake8", "black"}
+def test_the_test_group_has_no_linters_and_dev_has_them() -> None:
+    """The test group has no linters; dev has them, and ``all`` is every user-facing extra."""
+    assert not requirement_names("test") & {"ruff", "mypy", "flake8", "black"}
     assert {"ruff", "mypy"} <= requirement_names("dev")
-    assert {"trio", "uvloop", "tensorboard", "progress", "ray", "dask", "otel", "prometheus", "all"} <= set(extras)
-    every_other = set(extras) - {"all", "test", "test-engines", "docs", "dev"}
-    (everything,) = extras["all"]
-    assert set(everything.split("[", 1)[1].rstrip("]").split(",")) == every_other
+    assert set(EXTRAS) == {"trio", "uvloop", "tensorboard", "progress", "numpy", "ray", "dask", "otel", "prometheus", "all"}
+    (everything,) = EXTRAS["all"]
+    assert set(everything.split("[", 1)[1].rstrip("]").split(",")) == set(EXTRAS) - {"all"}
 
 
-def test_the_test_extra_is_light_and_the_engines_have_an_extra_of_their_own() -> None:
+def test_the_test_group_is_light_and_the_engines_have_a_group_of_their_own() -> None:
     """The README's test command installs no engine; ``test-engines`` adds them to ``test``,
-    and ``dev`` (the linters type-check the engine adapters) has them."""
+    and ``dev`` (the linters type-check the engine adapters) has them and the docs tooling."""
     assert not requirement_names("test") & ENGINES
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert "hookrun[test,ray,dask]" in extras["test-engines"]
+    assert requirement_names("test") | ENGINES == requirement_names("test-engines")
     assert "psutil" in requirement_names("test")  # the tests of files and processes left open need it
-    assert "hookrun[test-engines,docs]" in extras["dev"]
-    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
-    assert any(marker.startswith("engine:") for marker in markers)
+    assert requirement_names("test-engines") | requirement_names("docs") <= requirement_names("dev")
+    assert any(marker.startswith("engine:") for marker in PYPROJECT["tool"]["pytest"]["ini_options"]["markers"])
 
 
 def test_every_test_that_imports_an_engine_is_marked_engine() -> None:

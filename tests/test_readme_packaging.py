@@ -56,11 +56,14 @@ def test_the_wheel_carries_the_licence_and_the_metadata(wheel: zipfile.ZipFile) 
     assert len(classifiers) >= 10
     # Older tools know no License-Expression: they read the licence from its classifier.
     assert "License :: OSI Approved :: Apache Software License" in classifiers
-    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("urls", {})
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert set(urls) == {"Homepage", "Documentation", "Source", "Issues", "Changelog"}
+    assert all(url.startswith("https://") for url in urls.values())
     assert sorted(meta.get_all("Project-URL") or []) == sorted(f"{name}, {url}" for name, url in urls.items())
     extras = set(meta.get_all("Provides-Extra") or [])
     declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
     assert extras == declared
+    assert not extras & {"test", "test-engines", "docs", "dev"}  # dependency groups, for contributors
     assert "anyio<5,>=4.11" in (meta.get_all("Requires-Dist") or [])
 
 
@@ -76,7 +79,7 @@ def test_the_index_page_is_a_description_of_its_own(wheel: zipfile.ZipFile) -> N
     assert "pip install 'hookrun[trio]'" in description and "hookrun demo --backend trio" in description
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     named = set(re.findall(r"`([a-z]+)`", description.split("Extras:", 1)[1].split(".", 1)[0]))
-    assert named == set(extras) - {"test", "test-engines", "docs", "dev"}
+    assert named == set(extras)  # the contributors' groups are no extras: not in the metadata
 
 
 def test_the_wheel_installs_the_hookrun_command(wheel: zipfile.ZipFile) -> None:
@@ -98,3 +101,11 @@ def test_importing_hookrun_imports_no_optional_engine() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_documentation_url_is_where_the_site_is_built_for() -> None:
+    """The metadata's Documentation link and the docs site's own address are one URL."""
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    site = re.search(r"^site_url: (\S+)$", (ROOT / "mkdocs.yml").read_text(), flags=re.MULTILINE)
+    assert site is not None and site.group(1).rstrip("/") == urls["Documentation"].rstrip("/")
+    assert urls["Issues"].startswith(urls["Source"]) and urls["Changelog"].startswith(urls["Source"])

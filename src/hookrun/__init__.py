@@ -42,7 +42,14 @@ from ._public import publish_loaded as _publish_loaded
 from ._session._borrowed import borrowed
 from ._session._iterate import StepIterator
 from ._session._monitored import MonitoredSession, SingularMonitoredSession, StepContext
-from ._session._raw import Session, SessionCreator, StepSession, fetch
+from ._session._raw import (
+    Session,
+    SessionCreator,
+    SessionCreatorLike,
+    SessionFactory,
+    StepSession,
+    fetch,
+)
 from ._session._retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -125,6 +132,8 @@ __all__ = [
     "Session",
     "SessionClosedError",
     "SessionCreator",
+    "SessionCreatorLike",
+    "SessionFactory",
     "SessionRunArgs",
     "SessionRunContext",
     "SessionRunHook",

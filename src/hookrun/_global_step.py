@@ -46,6 +46,9 @@ class LocalStepCounter:
 
     ``value`` reads the counter synchronously; the async methods implement
     :class:`StepCounter`.
+
+    Args:
+        initial: The value the counter starts at.
     """
 
     __slots__ = ("_changed", "value")

@@ -107,6 +107,13 @@ class RunOptions:
     """Per-step options: a ``timeout`` in seconds, ``trace`` timings, ``tags`` for the session.
 
     Compares by value. ``tags`` is stored as a read-only mapping.
+
+    Args:
+        timeout: Seconds the session's ``run`` may take before ``DeadlineExceededError``.
+            ``None``: no limit.
+        trace: Record the step's timings (``run_metadata``), as a ``ProfilerHook`` asks.
+        tags: Values passed to the session with the run (an actor session receives them as
+            ``tags=``).
     """
 
     timeout: float | None = None
@@ -190,6 +197,11 @@ class SessionRunArgs(NamedTuple):
     ``fetches`` is any nested structure of lists, tuples, namedtuples and dicts
     whose leaves are hashable keys (or ``None``). A named tuple, as in
     TensorFlow: immutable and compared by value.
+
+    Args:
+        fetches: What to fetch: a key, or a nested structure of keys. ``None``: nothing.
+        feed_dict: Feeds to add to the step's. ``None``: none.
+        options: ``RunOptions`` to merge into the step's. ``None``: none.
     """
 
     fetches: Any = None

@@ -32,6 +32,12 @@ class SecondOrStepTimer:
 
     Exactly one of the two must be given (TensorFlow's messages). ``clock``
     (keyword-only) replaces :func:`anyio.current_time`, e.g. in tests.
+
+    Args:
+        every_secs: Seconds between firings.
+        every_steps: Steps between firings (exactly one of the two).
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
 
     __slots__ = ("_clock", "_every_secs", "_every_steps", "_last_step", "_last_time")

@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import distributed
 import pytest
-from examples import dask_pipeline
+from examples import dask_pipeline, dask_steps
 
 import hookrun
 
@@ -47,3 +47,9 @@ async def test_a_pipeline_started_again_resumes_from_its_last_checkpoint(
     assert second.writes == 15
     restored = await hookrun.Checkpointer(tmp_path).restore()
     assert restored is not None and restored.state["hooks"]["source"] == {"next": 30}
+
+
+async def test_the_smallest_dask_program_runs_its_steps_in_feed_order(dask_cluster: distributed.LocalCluster) -> None:
+    """examples/dask_steps.py, shown whole on the distributed page: five squares, in order."""
+    with anyio.fail_after(120):
+        assert await dask_steps.run_steps(dask_cluster.scheduler_address) == [0.0, 1.0, 4.0, 9.0, 16.0]

@@ -201,7 +201,7 @@ def test_public_names_are_exactly_the_contract() -> None:
     expected = {
         "SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "RunOptions",
         "RunMetadata", "MonitoredSession", "SingularMonitoredSession", "StepContext", "Coordinator",
-        "StepSession", "SessionCreator", "Session", "StepCounter", "LocalStepCounter", "RetryPolicy",
+        "StepSession", "SessionCreator", "SessionCreatorLike", "SessionFactory", "Session", "StepCounter", "LocalStepCounter", "RetryPolicy",
         "in_thread", "sequential", "fetch", "borrowed", "HookrunError", "OutOfRangeError", "AbortedError",
         "UnavailableError", "DeadlineExceededError", "HookTimeoutError", "FeedConflictError",
         "RunAfterStopError", "SessionClosedError",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from examples import ray_workers
+from examples import ray_steps, ray_workers
 
 import hookrun
 
@@ -85,3 +85,13 @@ async def test_with_steps_in_flight_each_lane_has_its_actor_and_only_the_lost_on
     assert restored is not None and restored.state["global_step"] == steps[-1] <= final
     # The state of the actor (one of the chief's two) that ran the checkpointed step:
     assert 1 <= restored.state["session"]["updates"] <= by_role["chief"]["steps"]
+
+
+async def test_the_smallest_ray_program_runs_tasks_actors_and_a_future(ray_cluster: RayCluster, tmp_path: Path) -> None:
+    """examples/ray_steps.py, shown whole on the distributed page: a task per step, an actor
+    per session restored from its checkpoint, an object reference awaited."""
+    with anyio.fail_after(120):
+        assert await ray_steps.tasks(3) == [1.0, 0.5, pytest.approx(1 / 3)]
+        assert await ray_steps.actors(str(tmp_path), 5) == 5.0
+        assert await ray_steps.actors(str(tmp_path), 8) == 8.0  # a new actor, restored at 5
+        assert await ray_steps.one_future() == 1024

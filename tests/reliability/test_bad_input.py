@@ -218,7 +218,7 @@ def test_creator_needing_arguments_is_refused() -> None:
             return ScriptedSession()
 
     with pytest.raises(TypeError, match=r"create_session .*NeedsPath.create_session needs arguments \(path\)"):
-        MonitoredSession(NeedsPath(), [])
+        MonitoredSession(NeedsPath(), [])  # type: ignore[arg-type]  # the mistake under test
     with pytest.raises(TypeError, match=r"session_creator is the class ScriptedCreator; pass an instance"):
         MonitoredSession(ScriptedCreator, [])
 
@@ -226,7 +226,7 @@ def test_creator_needing_arguments_is_refused() -> None:
 def test_creator_of_wrong_type_is_refused() -> None:
     """Something that is neither a creator nor a factory names its type."""
     with pytest.raises(TypeError, match=r"session_creator must be a function of no arguments.*got int 3"):
-        MonitoredSession(3, [])
+        MonitoredSession(3, [])  # type: ignore[arg-type]  # the mistake under test
 
 
 @pytest.mark.anyio

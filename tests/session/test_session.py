@@ -497,7 +497,7 @@ def test_bad_settings_are_rejected_at_construction() -> None:
     with pytest.raises(ValueError, match="hook_timeout must be a number of seconds > 0"):
         MonitoredSession(creator(), hook_timeout=0)
     with pytest.raises(TypeError, match=r"session_creator .*<lambda> needs arguments \(path\)"):
-        MonitoredSession(lambda path: ScriptedSession())
+        MonitoredSession(lambda path: ScriptedSession())  # type: ignore[arg-type,misc]  # the mistake under test
     with pytest.raises(TypeError, match="recoverable must hold exception classes"):
         MonitoredSession(creator(), recoverable=[42])  # type: ignore[list-item]
 

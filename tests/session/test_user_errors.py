@@ -105,7 +105,7 @@ async def test_a_coroutine_object_as_creator_is_refused_without_a_warning() -> N
     """create() instead of create: refused, and no 'never awaited' RuntimeWarning afterwards."""
     with pytest.raises(TypeError, match=r"session_creator is a coroutine object \(_create\(\) was "
                        r"called\): pass the async factory itself, session_creator=_create, not _create\(\)"):
-        MonitoredSession(_create())
+        MonitoredSession(_create())  # type: ignore[arg-type]  # the mistake under test
     gc.collect()  # filterwarnings=error turns a "never awaited" warning into a failure
 
 

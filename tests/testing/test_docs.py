@@ -1,10 +1,13 @@
-"""The examples of docs/testing.md: each code block there is copied from this file
-(``test_every_docs_example_is_a_test_here`` checks it), so every example runs."""
+"""The examples of docs/testing.md: each code block there after its imports is copied from
+this file (``test_every_docs_example_is_a_test_here`` checks it), so every example is
+type-checked; the page's blocks, read top to bottom, are also run as the module they make."""
 
 from __future__ import annotations
 
 import math
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -208,15 +211,35 @@ async def test_state_on_the_hook_is_caught(drive: Drive) -> None:
 # --8<-- [end:in-flight]
 
 
+def page_blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```$", DOCS.read_text(), flags=re.DOTALL | re.MULTILINE)
+
+
 def test_every_docs_example_is_a_test_here() -> None:
-    """Every Python block of docs/testing.md is a snippet of this file, verbatim."""
+    """Every Python block of docs/testing.md after its imports is a snippet of this file, verbatim."""
     source = Path(__file__).read_text()
     snippets = dict(re.findall(r"# --8<-- \[start:(\S+)\]\n(.*?)# --8<-- \[end:\1\]", source, re.S))
-    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
-    assert blocks, "docs/testing.md has no Python examples"
+    imports, *blocks = page_blocks("python")
+    assert imports.startswith("import math\n") and "def " not in imports
+    assert len(blocks) >= 4
     for block in blocks:
         assert block in snippets.values(), f"docs/testing.md has an example not in {__file__}:\n{block}"
-    assert len(blocks) >= 4
+
+
+def test_the_pages_blocks_run_as_one_test_module_on_both_backends(tmp_path: Path) -> None:
+    """The page's configuration and Python blocks, as printed, make a project whose tests pass."""
+    (config,) = page_blocks("toml")
+    (tmp_path / "pyproject.toml").write_text(config)
+    module = "\n\n".join(page_blocks("python"))
+    (tmp_path / "test_loss_logger.py").write_text(module)
+    tests = len(re.findall(r"^async def test_", module, flags=re.MULTILINE))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "test_loss_logger.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{2 * tests} passed" in done.stdout  # every test on asyncio and on trio
+    assert tests >= 9
 
 
 async def test_simulated_time_needs_no_sleeping() -> None:

@@ -88,6 +88,13 @@ def latest_checkpoint(directory: str | os.PathLike[str], *, basename: str = DEFA
     Corrupt files are skipped with a warning naming them. This reads files: in
     async code call it through ``anyio.to_thread.run_sync`` or use
     ``await Checkpointer.latest()``.
+
+    Args:
+        directory: The directory to look in.
+        basename: The checkpoints' name, ``<basename>-<step>``.
+
+    Returns:
+        The newest valid checkpoint's path, or ``None``.
     """
     check_basename("latest_checkpoint", basename)
     info = _latest_valid(os.fspath(directory), basename)
@@ -142,6 +149,18 @@ class Checkpointer:
     priority is ``write_nice`` lower than the caller's, on Linux: on a machine
     whose CPUs are all busy, a save then takes the CPU time the event loop
     leaves instead of slowing its steps. ``None`` or 0: the same priority.
+
+    Args:
+        directory: Where the checkpoint files are; created if missing.
+        max_to_keep: How many of the newest checkpoints to keep. ``None``: all.
+        keep_checkpoint_every_n_hours: Also keep one checkpoint every this many hours.
+            ``None``: none.
+        codec: How states are encoded. ``None``: ``MsgpackCodec``.
+        keep_best: Also keep this many best checkpoints by their metric. ``None``: none.
+        mode: Whether the best metric is the lowest (``"min"``) or the highest (``"max"``).
+        basename: The files' name, ``<basename>-<step>``.
+        write_nice: How much lower the writing thread's CPU priority is (Linux). ``None`` or
+            0: the caller's.
     """
 
     def __init__(

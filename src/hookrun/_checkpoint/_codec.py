@@ -380,6 +380,9 @@ class PickleCodec:
     Loading a pickle runs whatever code the file names: restore only
     checkpoints you wrote yourself into a directory nobody else can write.
     Choosing this codec emits an :class:`UnsafeCodecWarning` saying so.
+
+    Args:
+        protocol: The pickle protocol to write with. ``None``: the highest.
     """
 
     name = "pickle"

@@ -61,6 +61,15 @@ class Coordinator:
     the block exited normally, ``RuntimeError`` naming them. When the block
     raised, its exception propagates: a recorded exception is logged and added
     to it as a note, stragglers are only logged.
+
+    Args:
+        clean_stop_exception_types: Exception types that only request stop when a task ends
+            with one. ``None``: ``OutOfRangeError``, ``StopAsyncIteration`` and
+            ``anyio.EndOfStream``.
+        step_counter: A global step counter handed to hooks as ``coord.step_counter``.
+            ``None``: none.
+        stop_grace_period: Seconds the tasks get to finish after the stop request when the
+            block ends, before they are cancelled.
     """
 
     def __init__(

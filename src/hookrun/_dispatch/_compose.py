@@ -60,6 +60,12 @@ def in_thread(hook: object) -> object:
     A call that is cancelled (``hook_timeout``, another hook of its phase failing, a
     cancellation from outside) frees the session at once; the thread cannot be stopped,
     so the method runs on to its end in the background and what it returns is dropped.
+
+    Args:
+        hook: A hook whose methods block (plain ``def`` methods doing I/O or heavy work).
+
+    Returns:
+        A hook whose every method call runs the hook's method in a worker thread.
     """
     return _ThreadedHook(hook)
 
@@ -150,7 +156,14 @@ async def _call(call: Call, args: tuple[Any, ...]) -> Any:
 
 
 def sequential(*hooks: object) -> object:
-    """A hook that runs ``hooks`` one after another, in order, in every phase."""
+    """A hook that runs ``hooks`` one after another, in order, in every phase.
+
+    Args:
+        hooks: The hooks to run one after another, in this order, within each phase.
+
+    Returns:
+        One hook standing for all of them in the hook list.
+    """
     if not hooks:
         raise TypeError("sequential() needs at least one hook")
     return _SequentialHook(hooks)

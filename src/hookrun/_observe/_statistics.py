@@ -74,6 +74,16 @@ class StatisticsOptions:
     this many seconds is logged once per hook and phase (``slow_hook_share=None``
     turns the warning off). ``clock``: a zero-argument callable returning seconds
     (default ``time.perf_counter``), e.g. ``hookrun.testing.MockClock``.
+
+    Args:
+        enabled: Keep statistics at all.
+        sample_every: Time one step in this many. ``None``: adapt it, between 1 and 256.
+        slow_hook_share: Share of its step above which a hook call is logged as slow.
+            ``None``: never.
+        slow_hook_seconds: Seconds above which a hook call is logged as slow (both must
+            hold).
+        clock: A function of no arguments returning seconds. ``None``:
+            ``time.perf_counter``.
     """
 
     enabled: bool = True

@@ -68,6 +68,12 @@ def borrowed(session: object) -> SessionCreator:
     session (``train.raw_session()``) that goes on training afterwards. Every creation
     lends the same session again, so run the pass with a ``SingularMonitoredSession``:
     its errors reach you, and the owner recovers its own session.
+
+    Args:
+        session: The raw session to lend (a training session's ``raw_session()``).
+
+    Returns:
+        A session creator whose every ``create_session()`` returns ``session``.
     """
     if isinstance(session, Lent):
         return _Borrowed(session.session)  # lent again: still the owner's session

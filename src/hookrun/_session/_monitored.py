@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     import anyio
     from anyio.abc import TaskGroup
 
+    from ._raw import SessionCreatorLike
+
 from .._coordinator._tasks import Coordinator
 from .._dispatch._dispatcher import Dispatcher
 from .._dispatch._merge import FetchLayout
@@ -105,7 +107,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
 
     def __init__(
         self,
-        session_creator: object,
+        session_creator: SessionCreatorLike,
         hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,
@@ -346,23 +348,29 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
 class MonitoredSession(_MonitoredSessionBase):
     """Drives a session step by step with hooks, a coordinator and recovery.
 
-    ``session_creator`` is a function of no arguments returning a session (sync or
-    async) or an object with such a ``create_session()``; a creator or hook that also
-    has ``bind_session(hooks, step_counter)`` (a ``ChiefSessionCreator``, a
-    ``CheckpointSaverHook``) is told this session's hooks and step counter here. Errors of the recoverable types (``AbortedError``,
-    ``UnavailableError`` and ``recoverable``) re-create the session and re-run
-    the whole call, following ``retry``. ``statistics`` (on by default) keeps
-    what :meth:`statistics` returns: ``False`` or a ``StatisticsOptions``.
-    ``max_in_flight=N > 1`` runs up to N steps at once, each on a lane with its own
-    raw session (see "Steps in flight" in the docs); every hook must then declare
-    ``overlapping_steps = True``.
+    A creator or hook with ``bind_session(hooks, step_counter)`` (a
+    ``ChiefSessionCreator``, a ``CheckpointSaverHook``) is told this session's hooks and
+    step counter here. Errors of the recoverable types re-create the session and re-run
+    the whole call, following ``retry``. With ``max_in_flight=N > 1`` every hook must
+    declare ``overlapping_steps = True`` (see "Steps in flight" in the docs).
+
+    Args:
+        session_creator: Makes each raw session: at entry, on every recovery, once per lane.
+        hooks: The hooks, their results merged in this order (``SessionRunHook``s or alike).
+        stop_grace_period: Seconds the coordinator's tasks get to finish when the session closes.
+        retry: How recovery waits and gives up. ``None``: ``RetryPolicy()``, retrying for ever.
+        recoverable: More types of a lost session, besides ``AbortedError``, ``UnavailableError``.
+        step_counter: The global step counter. ``None``: a new ``LocalStepCounter`` at 0.
+        hook_timeout: Seconds an async hook call may take, then ``HookTimeoutError``.
+        statistics: Keep statistics (``True``), none (``False``), or as ``StatisticsOptions`` say.
+        max_in_flight: How many steps may run at once, each on a lane of its own.
     """
 
     _RECOVERS = True
 
     def __init__(
         self,
-        session_creator: object,
+        session_creator: SessionCreatorLike,
         hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,
@@ -391,11 +399,21 @@ class MonitoredSession(_MonitoredSessionBase):
 
 
 class SingularMonitoredSession(_MonitoredSessionBase):
-    """A monitored session that never recovers: every error propagates."""
+    """A monitored session that never recovers: every error propagates.
+
+    Args:
+        session_creator: Makes each raw session: at entry, and once per lane.
+        hooks: The hooks, their results merged in this order (``SessionRunHook``s or alike).
+        stop_grace_period: Seconds the coordinator's tasks get to finish when the session closes.
+        step_counter: The global step counter. ``None``: a new ``LocalStepCounter`` at 0.
+        hook_timeout: Seconds an async hook call may take, then ``HookTimeoutError``.
+        statistics: Keep statistics (``True``), none (``False``), or as ``StatisticsOptions`` say.
+        max_in_flight: How many steps may run at once, each on a lane of its own.
+    """
 
     def __init__(
         self,
-        session_creator: object,
+        session_creator: SessionCreatorLike,
         hooks: Iterable[object] | None = (),
         *,
         stop_grace_period: float = 120.0,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import anyio
 
@@ -19,7 +19,7 @@ from .._errors import SessionClosedError
 from .._hook_protocol import RunMetadata, RunOptions
 from .._validate import check_callable, refuse_awaitable
 
-__all__ = ["Session", "SessionCreator", "StepSession", "fetch"]
+__all__ = ["Session", "SessionCreator", "SessionCreatorLike", "SessionFactory", "StepSession", "fetch"]
 
 _NO_OPTIONS = RunOptions()
 
@@ -47,6 +47,15 @@ class SessionCreator(Protocol):
     async def create_session(self) -> Any: ...
 
 
+#: A function of no arguments that returns a session: an ``async def``, or a plain
+#: function (called in the event loop's thread; an awaitable it returns is awaited).
+SessionFactory: TypeAlias = Callable[[], object]
+
+#: What the monitored sessions take as ``session_creator``: a :class:`SessionCreator`
+#: (an object whose ``create_session()`` makes a session, ``async def`` or plain), or a
+#: :data:`SessionFactory`. Each is called once per session made: at entry, on every
+#: recovery, and once per lane with ``max_in_flight``.
+SessionCreatorLike: TypeAlias = SessionCreator | SessionFactory
 
 
 class StepSession:
@@ -62,6 +71,10 @@ class StepSession:
     cancellation from outside) frees the caller at once; the thread cannot be
     stopped, so it runs on until ``step_fn`` returns, and what it returns is
     discarded. After ``aclose()`` every ``run`` raises ``SessionClosedError``.
+
+    Args:
+        step_fn: The step: called with the feed dict, returns a mapping of fetch key → value
+            (or ``None``). ``async def``, or plain (run in a worker thread).
     """
 
     def __init__(self, step_fn: Callable[..., Any]) -> None:
@@ -136,7 +149,18 @@ async def fetch(
     *,
     options: RunOptions | None = None,
 ) -> Any:
-    """Run a nested fetch ``structure`` against a raw ``session`` (no hooks) and pack it back."""
+    """Run a nested fetch ``structure`` against a raw ``session`` (no hooks) and pack it back.
+
+    Args:
+        session: A raw session (anything with the ``run`` of :class:`Session`).
+        structure: The fetches: a key, or a list, tuple, dict or namedtuple of them, nested
+            at will.
+        feed_dict: The feeds of the run. ``None``: none.
+        options: The run's ``RunOptions``. ``None``: the defaults.
+
+    Returns:
+        The values, in the shape of ``structure``.
+    """
     keys: list[Hashable] = []
     shape = _nest.index(structure, "fetch()", keys, {})
     values = await session.run(keys, dict(feed_dict or {}), options or _NO_OPTIONS, RunMetadata())

@@ -52,6 +52,20 @@ class RetryPolicy:
     for ``max_time`` and ``log_interval``; ``None`` (the default) is
     :func:`anyio.current_time`, which trio's ``MockClock`` drives; tests may pass a
     ``hookrun.testing.MockClock``. The backoff itself is slept on the event loop.
+
+    Args:
+        max_attempts: Attempts in all, the first included. ``None``: no limit.
+        initial_delay: Seconds the first retry waits at most.
+        max_delay: Seconds a retry waits at most.
+        multiplier: The factor by which the wait grows from one retry to the next.
+        jitter: Wait a uniform random time below the delay (``True``), or the delay itself.
+        max_time: Seconds since the first failure after which it gives up. ``None``: no
+            limit.
+        rng: The source of jitter. ``None``: a module-wide ``random.Random``.
+        log_interval: Seconds between two warnings summing up repeated retries (the
+            first is logged in full); 0 logs every retry.
+        clock: Where the policy reads the time for ``max_time`` and ``log_interval``.
+            ``None``: :func:`anyio.current_time`, which trio's ``MockClock`` drives.
     """
 
     max_attempts: int | None = None

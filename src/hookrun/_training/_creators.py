@@ -33,6 +33,7 @@ from .._checkpoint._codec import Codec, MsgpackCodec
 from .._global_step import StepCounter
 from .._log import fields, logger
 from .._session._factories import call_factory, check_factory, name_of
+from .._session._raw import SessionFactory
 from .._validate import check_callable, check_number, check_path, check_step_counter
 
 __all__ = ["ChiefSessionCreator", "WorkerSessionCreator"]
@@ -71,11 +72,24 @@ class ChiefSessionCreator:
     without a monitored session; given, it must be the session's counter. One
     creator serves one step counter: giving it to a second monitored session
     with another counter is a ``ValueError``.
+
+    Args:
+        factory: Makes each raw session: a function of no arguments, ``async def`` or plain.
+        checkpoint_dir: Where to find the latest valid checkpoint to restore from. ``None``:
+            only ``checkpoint_path``.
+        checkpoint_path: One checkpoint file to restore the first session from.
+        step_counter: The monitored session's step counter, only to call ``create_session``
+            without one.
+        checkpointables: More ``Checkpointable`` objects (not hooks) to restore from every
+            checkpoint.
+        checkpointer: A ``Checkpointer`` to read with, instead of one over
+            ``checkpoint_dir``.
+        codec: The ``Codec`` the checkpoints were written with. ``None``: ``MsgpackCodec``.
     """
 
     def __init__(
         self,
-        factory: Callable[[], Any],
+        factory: SessionFactory,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         checkpoint_path: str | os.PathLike[str] | None = None,
         *,
@@ -214,11 +228,20 @@ class WorkerSessionCreator:
     named ``<checkpoint_basename>-<step>`` in ``checkpoint_dir``. Neither given:
     no wait. Waiting longer than
     ``max_wait_secs`` raises ``TimeoutError``.
+
+    Args:
+        factory: Makes each raw session: a function of no arguments, ``async def`` or plain.
+        ready: When the chief is ready: an awaitable, or a callable returning an awaitable
+            or a truth value. ``None``: the first valid checkpoint in ``checkpoint_dir``.
+        max_wait_secs: Seconds to wait for the chief before a ``TimeoutError``.
+        checkpoint_dir: Where the chief's checkpoints appear, when ``ready`` is not given.
+        checkpoint_basename: The name of those checkpoint files,
+            ``<checkpoint_basename>-<step>``.
     """
 
     def __init__(
         self,
-        factory: Callable[[], Any],
+        factory: SessionFactory,
         ready: Awaitable[object] | Callable[[], object] | None = None,
         max_wait_secs: float = 1800,
         *,

@@ -22,6 +22,7 @@ from .._checkpoint._checkpointer import Checkpointer
 from .._global_step import StepCounter
 from .._observe._statistics import StatisticsOptions
 from .._session._monitored import MonitoredSession
+from .._session._raw import SessionFactory
 from .._session._retry import RetryPolicy
 from .._validate import check_flag, check_int, check_number, check_path
 from ._creators import ChiefSessionCreator, WorkerSessionCreator
@@ -86,11 +87,55 @@ class MonitoredTrainingSession(MonitoredSession):
     On another worker only ``hooks`` run, and sessions are created once the
     chief is ready (``ready``, or the first valid checkpoint), waiting at most
     ``max_wait_secs``.
+
+    Args:
+        session_factory: Makes each raw session: a function of no arguments, ``async def``
+            or plain.
+        is_chief: Whether this process saves checkpoints and summaries and restores
+            sessions; another worker waits for the chief and runs ``hooks`` only.
+        checkpoint_dir: Where checkpoints are saved and restored from. ``None``: no
+            checkpoints.
+        hooks: Your hooks, called after the default ones, on every worker.
+        chief_only_hooks: Hooks run on the chief only, called first.
+        save_checkpoint_secs: Seconds between checkpoints (600 unless either is given); 0 or
+            ``None``: none by time.
+        save_checkpoint_steps: Steps between checkpoints instead; giving both is a
+            ``ValueError``.
+        save_summaries_steps: Steps between summaries of ``summary_scalars`` (100 unless
+            either is given).
+        save_summaries_secs: Seconds between summaries instead; giving both is a
+            ``ValueError``.
+        log_step_count_steps: Steps between ``global_step/sec`` lines (a
+            ``StepCounterHook``); ``None`` or 0: none.
+        summary_dir: Where summaries go. ``None``: ``checkpoint_dir``.
+        stop_grace_period_secs: Seconds the coordinator's background tasks get to finish
+            when the session closes.
+        max_wait_secs: On a worker, seconds to wait for the chief before a ``TimeoutError``.
+        summary_scalars: The fetch keys written as summaries: a mapping tag → key, or keys
+            that are their own tags.
+        summary_writer: A ``SummaryWriter`` to write summaries with, instead of TensorBoard
+            files in ``summary_dir``.
+        checkpointer: A ``Checkpointer`` to save and restore with, instead of one over
+            ``checkpoint_dir``.
+        checkpointables: More ``Checkpointable`` objects (not hooks) saved and restored with
+            every checkpoint.
+        ready: On a worker, when the chief is ready: an awaitable, or a callable returning
+            an awaitable or a truth value. ``None``: the chief's first checkpoint.
+        step_counter: The global step counter. ``None``: a new ``LocalStepCounter``.
+        retry: How recovery waits and when it gives up. ``None``: ``RetryPolicy()``, which
+            retries for ever.
+        recoverable: Exception types that mean a lost session too, besides ``AbortedError``
+            and ``UnavailableError``.
+        hook_timeout: Seconds a call of an async hook method may take before
+            ``HookTimeoutError``. ``None``: no limit.
+        statistics: ``True`` keeps the session's statistics, ``False`` keeps none, a
+            ``StatisticsOptions`` says how.
+        max_in_flight: How many steps may run at once, each on a lane of its own.
     """
 
     def __init__(
         self,
-        session_factory: Callable[[], Any],
+        session_factory: SessionFactory,
         *,
         is_chief: bool = True,
         checkpoint_dir: str | os.PathLike[str] | None = None,

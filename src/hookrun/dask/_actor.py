@@ -88,6 +88,14 @@ class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
     makes the creator connect a client of its own (rebuilt if it closes, closed by
     ``aclose()`` or on leaving ``async with``); with neither, the default client is
     used. An error in the actor's constructor is raised by ``create_session``.
+
+    Args:
+        actor_cls: The actor's class; its ``run(fetches, feed_dict)`` answers a step.
+        *args: The arguments of its constructor.
+        address: A scheduler's address to connect a client of the creator's own to.
+        client: A synchronous ``distributed.Client`` to use (never closed here).
+        method: The name of the actor's method each run calls.
+        **kwargs: The keyword arguments of its constructor.
     """
 
     _kind: ClassVar[str] = "DaskActorSessionCreator"

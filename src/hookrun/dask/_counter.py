@@ -44,6 +44,13 @@ class DaskStepCounter(RemoteStepCounter[_Handle]):
     ago, else ``None``. A monitored session uses it for each step's
     ``run_context.global_step``, so a step makes one round trip to the counter (the
     increment), not two. ``max_staleness=0`` makes every step read the counter afresh.
+
+    Args:
+        client: A synchronous ``distributed.Client`` (never closed here).
+        name: The counter's name: every client using it shares the counter.
+        initial: The value of a counter this one creates.
+        max_staleness: Seconds for which the value last read or written answers
+            ``recent()``.
     """
 
     _kind: ClassVar[str] = "DaskStepCounter"

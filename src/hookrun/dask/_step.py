@@ -27,6 +27,11 @@ class DaskStepSession(StepSession):
     ``client`` is a synchronous ``distributed.Client`` that stays yours (hookrun never
     closes it); ``address`` makes the session connect a client of its own, rebuilt if
     it closes and closed with the session; with neither, the default client is used.
+
+    Args:
+        fn: The step, a function of the feed dict returning a mapping, run as a Dask task.
+        client: A synchronous ``distributed.Client`` to use (never closed here).
+        address: A scheduler's address to connect a client of the session's own to.
     """
 
     def __init__(

@@ -82,6 +82,25 @@ class CheckpointSaverHook(SessionRunHook):
     the session's state is loaded from ``checkpointer.best()`` (the global
     step and the hooks keep their last values); ``restored_step`` is that
     checkpoint's step.
+
+    Args:
+        checkpoint_dir: Where checkpoints go, unless ``checkpointer`` is given.
+        save_secs: Seconds between checkpoints.
+        save_steps: Steps between checkpoints (exactly one of the two).
+        checkpointer: A ``Checkpointer`` to save with, instead of one over
+            ``checkpoint_dir``.
+        checkpoint_basename: The files' name, ``<checkpoint_basename>-<step>``.
+        listeners: ``CheckpointSaverListener`` objects called around each save.
+        monitor: A fetch key whose value is each checkpoint's metric. ``None``: none.
+        mode: Whether the best metric is the lowest (``"min"``) or the highest (``"max"``).
+        keep_best: How many best checkpoints by ``monitor`` to keep. ``None``: none.
+        checkpointables: More ``Checkpointable`` objects (not hooks) saved with every
+            checkpoint.
+        max_to_keep: How many of the newest checkpoints to keep. ``None``: all.
+        restore_best: At ``end``, load the session's state from the best checkpoint
+            kept (needs ``monitor`` and ``keep_best``).
+        clock: A function of no arguments returning seconds, for ``save_secs``. ``None``:
+            ``anyio.current_time``.
     """
 
     overlapping_steps = True

@@ -44,6 +44,15 @@ class StopOnPredicateHook(SessionRunHook):
     ``run_every_secs`` seconds or every ``run_every_steps`` steps (at most one
     of them; neither means every step); the first run always checks.
     ``stopped_at_step`` records the global step at which it requested stop.
+
+    Args:
+        should_stop_fn: A function of no arguments, plain or ``async def``; a true result
+            stops.
+        run_every_secs: Call it at most once every this many seconds.
+        run_every_steps: Call it every this many steps (at most one of the two; neither:
+            every step).
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
 
     overlapping_steps = True
@@ -145,7 +154,19 @@ class _MetricStoppingHook(SessionRunHook):
 
 class ThresholdStoppingHook(_MetricStoppingHook):
     """Stops once an evaluation at a step >= ``min_steps`` is strictly above
-    (``higher=True``) or below (``higher=False``) ``threshold``."""
+    (``higher=True``) or below (``higher=False``) ``threshold``.
+
+    Args:
+        metric_key: The fetch key of the evaluated metric.
+        threshold: The value to pass.
+        higher: Stop above the threshold (``True``) or below it.
+        min_steps: The first step whose evaluation counts.
+        run_every_secs: Evaluate at most once every this many seconds.
+        run_every_steps: Evaluate every this many steps (at most one of the two; neither:
+            every step).
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
+    """
 
     def __init__(
         self,
@@ -197,6 +218,21 @@ class EarlyStoppingHook(_MetricStoppingHook):
     evaluation every ``n`` steps, ``patience_steps=patience * n`` is Keras'
     ``EarlyStopping(patience=patience)``, ``patience=0`` and ``baseline``
     included.
+
+    Args:
+        metric_key: The fetch key of the evaluated metric.
+        mode: Whether lower (``"min"``, a loss) or higher (``"max"``, an accuracy) is
+            better.
+        patience_steps: Global steps without improvement after which an evaluation stops the
+            session.
+        min_delta: How much better than the best an evaluation must be to improve.
+        min_steps: The first step whose evaluation counts.
+        baseline: A value an improvement must also beat to restart the wait. ``None``: none.
+        run_every_secs: Evaluate at most once every this many seconds.
+        run_every_steps: Evaluate every this many steps (at most one of the two; neither:
+            every step).
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
 
     #: TensorFlow's walk (``stop_if_no_*_hook``): the wait starts at the first evaluation and

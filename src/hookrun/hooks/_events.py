@@ -28,6 +28,12 @@ def read_eval_metrics(eval_dir: str | os.PathLike[str]) -> dict[int, dict[str, f
     Steps come out in ascending order; a later event overrides an earlier one
     for the same step and tag. This reads files in the calling thread: in async
     code call it through ``anyio.to_thread.run_sync(read_eval_metrics, eval_dir)``.
+
+    Args:
+        eval_dir: The directory of TensorBoard event files.
+
+    Returns:
+        Global step → {tag: value}, in ascending step order.
     """
     metrics: dict[int, dict[str, float]] = {}
     directory = Path(eval_dir)

@@ -18,6 +18,10 @@ class FeedFnHook(SessionRunHook):
     ``feed_fn`` takes no arguments and may be a plain or an ``async`` function
     (a plain one runs on the event loop, so it must not block). It must
     return a mapping of feed key → value; anything else is a ``TypeError``.
+
+    Args:
+        feed_fn: A function of no arguments (``async def`` or plain) returning the feeds of
+            each step.
     """
 
     overlapping_steps = True

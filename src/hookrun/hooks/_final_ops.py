@@ -26,6 +26,10 @@ class FinalOpsHook(SessionRunHook):
     The values are stored in :attr:`final_ops_values` (``None`` before).
     An end-of-input exception there (``OutOfRangeError``, ``StopAsyncIteration``,
     ``anyio.EndOfStream``) is logged with a warning and re-raised, as in TensorFlow.
+
+    Args:
+        final_ops: The fetches run at ``end``: a key, or a nested structure of keys.
+        final_ops_feed_dict: The feeds of that run. ``None``: none.
     """
 
     overlapping_steps = True

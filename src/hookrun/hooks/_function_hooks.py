@@ -43,6 +43,10 @@ class FunctionHook(SessionRunHook):
 
     ``name`` (the function's name unless given) names it in traces and errors;
     calling the hook calls the function.
+
+    Args:
+        fn: The function the hook calls.
+        name: The hook's name in traces and errors. ``None``: the function's.
     """
 
     overlapping_steps = True
@@ -202,7 +206,13 @@ def on_begin(fn: AnyFn, /) -> FunctionHook: ...
 @overload
 def on_begin(*, name: str | None = None) -> Callable[[AnyFn], FunctionHook]: ...
 def on_begin(fn: AnyFn | None = None, /, *, name: str | None = None) -> Any:
-    """Make ``fn()`` a hook's ``begin``."""
+    """Make ``fn()`` a hook's ``begin``.
+
+    Args:
+        fn: The function, plain or ``async def``; without it, a decorator with these
+            options.
+        name: The hook's name in traces and errors. ``None``: the function's.
+    """
     return _simple(_BeginHook, fn, name)
 
 
@@ -211,7 +221,13 @@ def on_after_create_session(fn: AnyFn, /) -> FunctionHook: ...
 @overload
 def on_after_create_session(*, name: str | None = None) -> Callable[[AnyFn], FunctionHook]: ...
 def on_after_create_session(fn: AnyFn | None = None, /, *, name: str | None = None) -> Any:
-    """Make ``fn(session, coord)`` a hook's ``after_create_session``."""
+    """Make ``fn(session, coord)`` a hook's ``after_create_session``.
+
+    Args:
+        fn: The function, plain or ``async def``; without it, a decorator with these
+            options.
+        name: The hook's name in traces and errors. ``None``: the function's.
+    """
     return _simple(_AfterCreateSessionHook, fn, name)
 
 
@@ -220,7 +236,13 @@ def on_end(fn: AnyFn, /) -> FunctionHook: ...
 @overload
 def on_end(*, name: str | None = None) -> Callable[[AnyFn], FunctionHook]: ...
 def on_end(fn: AnyFn | None = None, /, *, name: str | None = None) -> Any:
-    """Make ``fn(session)`` a hook's ``end``."""
+    """Make ``fn(session)`` a hook's ``end``.
+
+    Args:
+        fn: The function, plain or ``async def``; without it, a decorator with these
+            options.
+        name: The hook's name in traces and errors. ``None``: the function's.
+    """
     return _simple(_EndHook, fn, name)
 
 
@@ -252,6 +274,20 @@ def on_before_run(
     """Make ``fn(run_context)`` a hook's ``before_run`` (it may return ``SessionRunArgs``).
 
     The schedule is checked against the global step when the step begins.
+
+    Args:
+        fn: The function, plain or ``async def``; without it, a decorator with these
+            options.
+        every_n_steps: Call it every this many steps (TensorFlow's timer: steps 0, N,
+            2N...).
+        every_n_secs: Call it at most once every this many seconds.
+        once_at_step: Call it once, at the first step at or past this one.
+        when: Call it at every step for which ``when(step)`` is true.
+        trigger: Call it when this ``Trigger`` fires (at most one of these five; none: every
+            step).
+        name: The hook's name in traces and errors. ``None``: the function's.
+        clock: A function of no arguments returning seconds, for ``every_n_secs``. ``None``:
+            ``anyio.current_time``.
     """
     made = _schedule("on_before_run", every_n_steps, every_n_secs, once_at_step, when, trigger)
 
@@ -292,6 +328,22 @@ def on_after_run(
 
     The schedule is checked against the global step after the run;
     ``fetches`` are fetched on the steps it fires (``run_values.results``).
+
+    Args:
+        fn: The function, plain or ``async def``; without it, a decorator with these
+            options.
+        every_n_steps: Call it every this many steps (TensorFlow's timer: after steps 1,
+            N+1, 2N+1...).
+        every_n_secs: Call it at most once every this many seconds.
+        once_at_step: Call it once, at the first step at or past this one.
+        when: Call it after every step for which ``when(step)`` is true.
+        trigger: Call it when this ``Trigger`` fires (at most one of these five; none: every
+            step).
+        fetches: What to fetch on the steps it is called (``run_values.results``). ``None``:
+            nothing.
+        name: The hook's name in traces and errors. ``None``: the function's.
+        clock: A function of no arguments returning seconds, for ``every_n_secs``. ``None``:
+            ``anyio.current_time``.
     """
     made = _schedule("on_after_run", every_n_steps, every_n_secs, once_at_step, when, trigger)
 

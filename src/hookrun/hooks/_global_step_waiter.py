@@ -22,6 +22,10 @@ class GlobalStepWaiterHook(SessionRunHook):
     Progress is logged every 1000 steps. A target <= 0 never waits; once
     released the hook never waits again. Note that a counter only this worker
     advances would wait forever: give it a shared counter.
+
+    Args:
+        wait_until_step: The global step to wait for before this worker's first step (<= 0:
+            none).
     """
 
     overlapping_steps = True

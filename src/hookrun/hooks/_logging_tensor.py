@@ -41,6 +41,17 @@ class LoggingTensorHook(SessionRunHook):
     flight before it) and carried in its run context; its ``after_run``, in step
     order, logs them if that iteration is still due, so the lines are those one
     step at a time would log.
+
+    Args:
+        tensors: What to log: a mapping tag → fetch key, or fetch keys that are their own
+            tags.
+        every_n_iter: Log every this many iterations of the hook.
+        every_n_secs: Log at most once every this many seconds instead.
+        at_end: Log the last step's values at ``end`` instead.
+        formatter: A function from the mapping tag → value to the line logged. ``None``:
+            ``"tag = value, ..."``.
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
 
     overlapping_steps = True

@@ -53,6 +53,16 @@ class MetricsFileHook(SessionRunHook):
     write a crash cut short); a warning says so. A file that is not such a table (a CSV
     header with other columns, a malformed line) is an error naming the line, and is
     left as it is.
+
+    Args:
+        path: The CSV or JSON-lines file, appended to.
+        metrics: The columns: a mapping column → fetch key, or string fetch keys that are
+            their own columns.
+        format: ``"csv"`` or ``"jsonl"``. ``None``: from the suffix of ``path``.
+        every_n_steps: Write the steps that reach a multiple of this.
+        flush_secs: Seconds between writes of the rows (0: after every row).
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
 
     overlapping_steps = True

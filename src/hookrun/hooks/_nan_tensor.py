@@ -30,6 +30,12 @@ class NanTensorHook(SessionRunHook):
     element is). With ``check_inf=True`` an infinite loss (``inf`` or ``-inf``)
     counts as diverged too, as in Keras' ``TerminateOnNaN`` and Ignite's
     ``TerminateOnNan``; by default only NaN does, as in TensorFlow.
+
+    Args:
+        loss_key: The fetch key of the loss.
+        fail_on_nan_loss: Raise ``NanLossDuringTrainingError`` on a NaN (``True``), or
+            request stop.
+        check_inf: Treat an infinite loss as diverged too.
     """
 
     overlapping_steps = True

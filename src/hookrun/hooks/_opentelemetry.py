@@ -56,6 +56,12 @@ class OpenTelemetryHook(SessionRunHook):
     ends. An attempt that raises or is cancelled has the error recorded on its span
     (status ERROR, an exception event), and so has the span of the hook call that raised
     it; a step re-run after a recovery has one span per attempt.
+
+    Args:
+        tracer_provider: The OpenTelemetry ``TracerProvider`` to get the tracer from.
+            ``None``: the global one.
+        step_span_name: The name of each step's span.
+        attributes: More attributes of each step's span. ``None``: none.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.

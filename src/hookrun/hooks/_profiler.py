@@ -63,6 +63,13 @@ class ProfilerHook(SessionRunHook):
     run and its ``after_run`` phase. The other steps' runs and hook phases,
     which overlapped it, are not in it; a gap between the end of its run and
     its ``after_run`` phase is the time it waited for the steps before it.
+
+    Args:
+        save_steps: Trace one step every this many steps.
+        save_secs: Trace one step every this many seconds instead (exactly one of the two).
+        output_dir: Where the traces go. ``""``: the current directory.
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
 
     overlapping_steps = True
@@ -148,7 +155,15 @@ class ProfilerHook(SessionRunHook):
 
 
 def chrome_trace(timings: list[TimingRecord], *, step: int) -> dict[str, object]:
-    """The Chrome trace (JSON object format) of one step's timing records."""
+    """The Chrome trace (JSON object format) of one step's timing records.
+
+    Args:
+        timings: The step's timing records (``run_metadata.timings`` of a traced run).
+        step: The global step the trace is of.
+
+    Returns:
+        The trace, as a JSON object (``json.dump`` it to a ``.json`` file).
+    """
     origin = min((record.start for record in timings), default=0.0)
     lanes: dict[tuple[str, str], int] = {("session", "run"): 0}
     events: list[dict[str, object]] = []

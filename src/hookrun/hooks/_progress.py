@@ -36,6 +36,17 @@ class ProgressBarHook(SessionRunHook):
     While the bar is shown, the console handlers of the root and ``hookrun``
     loggers write their lines above it (through ``tqdm.write``) instead of into
     it; they are put back when the bar closes, at ``end`` or ``on_exception``.
+
+    Args:
+        total: The global step at which the work is complete. ``None``: unknown.
+        metrics: Metrics shown: a mapping label → fetch key, or fetch keys that are their
+            own labels.
+        desc: A prefix of the bar and the lines. ``None``: none.
+        file: Where the bar is drawn. ``None``: ``sys.stderr``.
+        mode: ``"bar"``, ``"log"``, or ``"auto"``: a bar on a terminal, else lines.
+        log_every_secs: Seconds between lines when logging.
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
 
     overlapping_steps = True

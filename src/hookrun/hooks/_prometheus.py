@@ -63,6 +63,15 @@ class PrometheusHook(SessionRunHook):
     and leaves it when the attempt ends. An attempt that raises (its run or any hook
     call) or is cancelled counts ``outcome="error"``, so a step re-run after a recovery
     counts once per attempt; ``step_seconds`` times the attempts that return.
+
+    Args:
+        registry: The ``prometheus_client.CollectorRegistry`` to register with. ``None``:
+            one of its own.
+        port: The port to serve ``/metrics`` on while the session runs (0: a free one).
+            ``None``: none.
+        addr: The address to serve on.
+        namespace: The metrics' prefix.
+        buckets: The bounds, in seconds, of the duration histograms' buckets.
     """
 
     #: It keeps the state of one session: it serves one monitored session at a time.

@@ -26,6 +26,16 @@ class StepCounterHook(SessionRunHook):
     each run, from the runtime's step counter. When a run does not advance the
     step, a warning is logged (the first five times). ``summary_tag`` and
     ``clock`` are keyword-only extras.
+
+    Args:
+        every_n_steps: Steps between measurements (``None`` to use ``every_n_secs``).
+        every_n_secs: Seconds between measurements instead.
+        output_dir: Where to write the rate as TensorBoard summaries. ``None``: only log it.
+        summary_writer: A ``SummaryWriter`` to write the rate with, instead of
+            ``output_dir``.
+        summary_tag: The summary's tag and the log line's name.
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
 
     overlapping_steps = True

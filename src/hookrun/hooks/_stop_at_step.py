@@ -30,6 +30,10 @@ class StopAtStepHook(SessionRunHook):
     Safe with steps in flight: the ``before_run`` of the step that will reach
     ``last_step`` already requests stop, so no step after it is admitted and
     exactly the steps up to ``last_step`` run, whatever ``max_in_flight`` is.
+
+    Args:
+        num_steps: How many more steps to run.
+        last_step: The global step to stop at (exactly one of the two).
     """
 
     overlapping_steps = True

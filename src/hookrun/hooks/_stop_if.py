@@ -49,6 +49,16 @@ def stop_if_higher_hook(
     """A hook that stops once ``metric_key`` is strictly above ``threshold`` (TensorFlow's).
 
     ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+
+    Args:
+        metric_key: The fetch key of the evaluated metric.
+        threshold: The value it must pass.
+        min_steps: The first step whose evaluation counts.
+        run_every_secs: Evaluate at most once every this many seconds.
+        run_every_steps: Evaluate every this many steps (at most one of the two; neither:
+            every step).
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
     _check_factory("stop_if_higher_hook", min_steps, run_every_secs, run_every_steps)
     return ThresholdStoppingHook(
@@ -74,6 +84,16 @@ def stop_if_lower_hook(
     """A hook that stops once ``metric_key`` is strictly below ``threshold`` (TensorFlow's).
 
     ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+
+    Args:
+        metric_key: The fetch key of the evaluated metric.
+        threshold: The value it must pass.
+        min_steps: The first step whose evaluation counts.
+        run_every_secs: Evaluate at most once every this many seconds.
+        run_every_steps: Evaluate every this many steps (at most one of the two; neither:
+            every step).
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
     _check_factory("stop_if_lower_hook", min_steps, run_every_secs, run_every_steps)
     return ThresholdStoppingHook(
@@ -99,6 +119,16 @@ def stop_if_no_increase_hook(
     """A hook that stops when ``metric_key`` has not increased for that many steps (TensorFlow's).
 
     ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+
+    Args:
+        metric_key: The fetch key of the evaluated metric.
+        max_steps_without_increase: Global steps without an increase after which it stops.
+        min_steps: The first step whose evaluation counts.
+        run_every_secs: Evaluate at most once every this many seconds.
+        run_every_steps: Evaluate every this many steps (at most one of the two; neither:
+            every step).
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
     check_int("stop_if_no_increase_hook: max_steps_without_increase", max_steps_without_increase)
     _check_factory("stop_if_no_increase_hook", min_steps, run_every_secs, run_every_steps)
@@ -125,6 +155,16 @@ def stop_if_no_decrease_hook(
     """A hook that stops when ``metric_key`` has not decreased for that many steps (TensorFlow's).
 
     ``clock`` (keyword-only) replaces :func:`anyio.current_time` for ``run_every_secs``.
+
+    Args:
+        metric_key: The fetch key of the evaluated metric.
+        max_steps_without_decrease: Global steps without a decrease after which it stops.
+        min_steps: The first step whose evaluation counts.
+        run_every_secs: Evaluate at most once every this many seconds.
+        run_every_steps: Evaluate every this many steps (at most one of the two; neither:
+            every step).
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
     check_int("stop_if_no_decrease_hook: max_steps_without_decrease", max_steps_without_decrease)
     _check_factory("stop_if_no_decrease_hook", min_steps, run_every_secs, run_every_steps)

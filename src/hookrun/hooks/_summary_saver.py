@@ -35,6 +35,16 @@ class SummarySaverHook(SessionRunHook):
     decision is carried in its run context, and its ``after_run`` (in step
     order) writes only if the step is still due then, so the steps written are
     those one step at a time would write.
+
+    Args:
+        save_steps: Steps between summaries.
+        save_secs: Seconds between summaries (exactly one of the two).
+        output_dir: Where to write TensorBoard event files.
+        summary_writer: A ``SummaryWriter`` to write with instead (exactly one of the two).
+        scalars: The values written: a mapping tag → fetch key, or string fetch keys that
+            are their own tags.
+        clock: A function of no arguments returning seconds. ``None``:
+            ``anyio.current_time``.
     """
 
     overlapping_steps = True

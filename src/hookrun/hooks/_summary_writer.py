@@ -62,6 +62,10 @@ class TensorBoardWriter:
     file I/O, so async code calls them through a worker thread (the hooks do).
     Safe to use from several threads. Adding to a closed writer is a
     ``RuntimeError``.
+
+    Args:
+        logdir: The directory of the event files; created if missing.
+        flush_secs: Seconds after which an ``add_scalar`` flushes.
     """
 
     def __init__(self, logdir: str | os.PathLike[str], *, flush_secs: float = 120.0) -> None:

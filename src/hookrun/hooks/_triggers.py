@@ -145,7 +145,12 @@ class _AllOf(_AnyOf):
 
 
 def every(*, steps: int | None = None, seconds: float | None = None) -> Trigger:
-    """Fire on the first step, then every ``steps`` steps or every ``seconds`` seconds."""
+    """Fire on the first step, then every ``steps`` steps or every ``seconds`` seconds.
+
+    Args:
+        steps: Fire every this many steps.
+        seconds: Fire every this many seconds (exactly one of the two).
+    """
     if steps is None and seconds is None:
         raise ValueError("every() needs steps=... or seconds=...")
     if steps is not None and seconds is not None:
@@ -159,12 +164,20 @@ def every(*, steps: int | None = None, seconds: float | None = None) -> Trigger:
 
 
 def at_step(step: int) -> Trigger:
-    """Fire once, at the first step >= ``step``."""
+    """Fire once, at the first step >= ``step``.
+
+    Args:
+        step: The step to fire at (or at the first one past it).
+    """
     check_int("at_step(step)", step)
     return _AtStep(step)
 
 
 def when(predicate: Callable[[int], object]) -> Trigger:
-    """Fire at every step for which ``predicate(step)`` is true."""
+    """Fire at every step for which ``predicate(step)`` is true.
+
+    Args:
+        predicate: A function of the global step; a true result fires.
+    """
     check_callable("when(predicate)", predicate)
     return _When(predicate)

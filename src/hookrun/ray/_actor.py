@@ -81,6 +81,15 @@ class RayActorSessionCreator(RemoteActorSessionCreator[RayActorSession]):
     Ray already initialised in this process is used as it is. Otherwise a local Ray
     is started on 127.0.0.1 without a dashboard, and ``aclose()`` (or leaving
     ``async with``) shuts it down; a Ray the program started is never shut down.
+
+    Args:
+        actor_cls: The actor's class, plain or decorated with ``@ray.remote``; its
+            ``run(fetches, feed_dict)`` answers a step.
+        *args: The arguments of its constructor.
+        method: The name of the actor's method each run calls.
+        actor_options: Options for ``.options()`` (resources, scheduling, runtime
+            environment). ``None``: none.
+        **kwargs: The keyword arguments of its constructor.
     """
 
     _kind: ClassVar[str] = "RayActorSessionCreator"

@@ -51,6 +51,13 @@ class RayStepCounter(RemoteStepCounter["ActorHandle[Any]"]):
     counter (the increment), not two; steps that follow each other closely see the
     value their previous step's increment returned. ``max_staleness=0`` makes every
     step read the counter afresh.
+
+    Args:
+        name: The counter's name: every process using it shares the counter.
+        namespace: The Ray namespace of its actor. ``None``: ``"hookrun"``.
+        initial: The value of a counter this one creates.
+        max_staleness: Seconds for which the value last read or written answers
+            ``recent()``.
     """
 
     _kind: ClassVar[str] = "RayStepCounter"

@@ -52,6 +52,10 @@ def init_local(**options: Any) -> None:
     processes of this machine join it with ``ray.init(address=...)`` and
     ``LOOPBACK_ENV`` in their environment. The creators and counters of
     ``hookrun.ray`` call it when Ray is not initialised.
+
+    Args:
+        **options: Options of ``ray.init`` (``num_cpus``, ``_temp_dir``,
+            ``log_to_driver``...).
     """
     given = sorted(set(options) & set(_FIXED))
     if given:

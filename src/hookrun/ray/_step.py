@@ -30,6 +30,11 @@ class RayStepSession(StepSession):
     raises ``KeyError`` listing the keys it returned. ``task_options`` go to
     ``.options()``. If Ray is not initialised, the first run starts a local Ray on
     127.0.0.1 (without a dashboard) that stays up until the process exits.
+
+    Args:
+        remote_fn: The step, a function (plain, or decorated with ``@ray.remote``) of the
+            feed dict returning a mapping.
+        task_options: Options for each task's ``.options()``. ``None``: none.
     """
 
     def __init__(

@@ -53,6 +53,15 @@ async def await_future(
     ``cancel()`` is called, by default ``future.cancel()``, and the cancellation
     propagates at once, without waiting for the future. Pass ``cancel`` to also
     stop the remote work, for example ``lambda: ray.cancel(ref)``.
+
+    Args:
+        future: The future to wait for (``done()``, ``result()`` and
+            ``add_done_callback()``).
+        cancel: Called if the awaiting task is cancelled first. ``None``:
+            ``future.cancel()``.
+
+    Returns:
+        The future's result.
     """
     _check_future(future)
     if future.done():

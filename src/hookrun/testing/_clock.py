@@ -32,6 +32,9 @@ class MockClock:
     works on any backend because it never touches the event loop's clock:
     waiting on it (``sleep``, ``sleep_until``) parks on an event that
     ``jump`` sets.
+
+    Args:
+        start: The time the clock starts at, in seconds.
     """
 
     __slots__ = ("_counter", "_now", "_sleepers")

@@ -63,7 +63,12 @@ def resolve_fault(fault: object, where: str, *, allow_stop: bool = False) -> Bas
 
 
 async def cancel_after(scope: anyio.CancelScope, points: int) -> None:
-    """Cancel ``scope`` after ``points`` schedule points of this task (run it as a sibling)."""
+    """Cancel ``scope`` after ``points`` schedule points of this task (run it as a sibling).
+
+    Args:
+        scope: The cancel scope to cancel.
+        points: How many schedule points of this task to let pass first.
+    """
     for _ in range(points):
         await anyio.lowlevel.checkpoint()
     scope.cancel()
@@ -78,6 +83,14 @@ class FaultyHook(SessionRunHook):
     ``after_create_session``). Its method is async and suspends once before acting, so it
     really runs beside the hook under test. Only ``phase`` is overridden. ``calls``
     counts the calls made. One phase only, so steps in flight may overlap under it.
+
+    Args:
+        phase: The hook method that misbehaves (``"before_run"``, ``"after_run"``, ...).
+        fault: An exception (instance or class), ``"aborted"``, ``"unavailable"``,
+            ``"oor"``, ``"error"``, ``"hang"`` or ``"stop"``.
+        at: The call of ``phase`` (0-based) at which it starts.
+        times: How many calls in a row it misbehaves.
+        name: Its name in traces and errors.
     """
 
     overlapping_steps = True

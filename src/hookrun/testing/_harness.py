@@ -124,6 +124,35 @@ async def drive(
     script step let every other task run that many times before it answers, so runs
     end out of order: ``lags=[3, 0, 0, 0]`` ends the runs of steps 1 to 3 before step
     0's. ``record.results`` are in step order.
+
+    Args:
+        hooks: The hook under test, or a list of hooks.
+        steps: A number of steps, or one script per step: a mapping fetch key → value, or a
+            callable ``(step, feed_dict)`` returning one.
+        values: Answers for fetches a step's script lacks: key → value, or → callable
+            ``(step, feed_dict)``.
+        errors: Script step → a fault raised instead of answering (a list: one per attempt).
+        creation_errors: Faults raised by the first session creations, in order.
+        fetches: The caller's fetches of each ``run``.
+        feed_dict: The caller's feeds of each ``run``.
+        options: The caller's ``RunOptions`` of each ``run``.
+        clock: The clock calls are timed with (a ``MockClock`` to move with ``tick``).
+            ``None``: ``anyio.current_time``.
+        tick: Seconds the clock moves after every step.
+        raises: The exception type(s) expected to escape, then in ``record.error``.
+        cancel_after: Cancel the whole life from outside after this many schedule points.
+        singular: Use a ``SingularMonitoredSession`` (no recovery).
+        retry: The ``RetryPolicy`` of recovery. ``None``: retry at once, for ever.
+        step_counter: The global step counter. ``None``: a new ``LocalStepCounter``.
+        hook_timeout: Seconds an async hook call may take. ``None``: no limit.
+        stop_grace_period: The coordinator's grace period, in seconds.
+        timeout: Real seconds the whole drive may take before a ``TimeoutError``.
+        max_in_flight: How many steps may run at once (then driven with ``iterate``).
+        lags: Per script step (a list, or a mapping step → count), how many times the run
+            lets every other task run before it answers, so runs end out of order.
+
+    Returns:
+        The ``Record`` of every hook call and session run.
     """
     hook_list = hooks_of(hooks)
     lanes = check_max_in_flight(max_in_flight, options)

@@ -44,6 +44,16 @@ class RecordingHook(SessionRunHook):
     ``raise_always``). ``stop_in`` lists phases in which the hook requests stop.
     ``log`` may be shared between hooks to record the global order of calls.
     It keeps no per-step state, so steps in flight may overlap under it.
+
+    Args:
+        name: Its name in traces, errors and ``log``.
+        request: What ``before_run`` returns: ``SessionRunArgs``, or a callable of the run
+            context.
+        raises: Phase → an exception raised there.
+        raise_always: Raise it at every call of the phase, not only the first.
+        stop_in: The phases in which it requests stop.
+        log: A list, shared between hooks, of ``(name, phase)`` in call order. ``None``: its
+            own.
     """
 
     overlapping_steps = True
@@ -120,6 +130,13 @@ class ScriptedSession:
     ``errors`` maps a (0-based, per-session) step to an exception raised instead of
     answering; ``hang_at`` lists steps where ``run`` waits until cancelled.
     Every ``run`` call is recorded in ``runs`` as ``(fetches, feed_dict, options)``.
+
+    Args:
+        values: Key → value, or → callable ``(step, feed_dict)``. ``None``: none (only fed
+            keys are answered).
+        errors: Step (0-based, of this session) → an exception raised instead of answering.
+        hang_at: Steps at which ``run`` waits until cancelled.
+        name: Its name in ``repr``.
     """
 
     def __init__(
@@ -178,6 +195,12 @@ class ScriptedCreator:
     ``errors`` maps a creation attempt (0-based) to an exception raised instead of
     creating; ``session_errors`` and ``hang_at`` map a session's number (0-based, counting
     only sessions actually created) to that session's ``errors`` and ``hang_at``.
+
+    Args:
+        values: What every session answers from (see ``ScriptedSession``).
+        session_errors: Session number (0-based) → that session's ``errors``.
+        errors: Creation attempt (0-based) → an exception raised instead of creating.
+        hang_at: Session number → that session's ``hang_at``.
     """
 
     def __init__(
