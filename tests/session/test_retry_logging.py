@@ -251,3 +251,13 @@ def test_log_interval_and_clock_are_checked(kwargs: dict[str, object], error: ty
     """A bad log_interval or clock is refused at construction, naming it."""
     with pytest.raises(error, match=match):
         RetryPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_closing_the_session_writes_the_recoveries_still_counted(caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing counted is lost: leaving the block writes the recoveries not yet written."""
+    clock = MockClock()
+    policy = RetryPolicy(initial_delay=0.0, jitter=False, log_interval=10, clock=clock)
+    a, b = AbortedError("a"), UnavailableError("b")
+    with caplog.at_level(logging.WARNING, logger="hookrun"):
+        await _recoveries(policy, clock, [(0, a), (3, b)])
+    assert warnings_of(caplog) == [_recovering(a), f"1 more retry in 3s (1 UnavailableError); the last: {_recovering(b)}"]

@@ -51,6 +51,7 @@ from .._dispatch._workers import WorkerPool
 from .._errors import CLEAN_STOP_TYPES, SessionClosedError
 from .._inside import inside_error, inside_step
 from .._log import log_warning
+from ._retry import flush_retry_log
 from ._serving import claim_hooks
 from ._state import CLOSABLE as _CLOSABLE
 from ._state import State, move
@@ -214,6 +215,7 @@ class Lifecycle:
                 await self._abandon_steps(interrupted or cut)
             await self._exits.settle(self._raw, ending=False, exception=interrupted or cut, step=self._step_now())
         failures += await self._close_current(raise_errors=call_end and interrupted is None and not left)
+        flush_retry_log(self._retry)  # the retries still counted are written when the session closes
         if interrupted is not None:
             raise interrupted
         if cut is not None:
