@@ -89,7 +89,7 @@ class InFlight:
     def should_stop(self) -> bool:
         s = self.s
         if s._state is not State.OPEN or s._hook_stop:
-            return True
+            return s._state is not State.NEW  # before ``async with`` nothing asked to stop yet
         coord = self.sessions.coord
         if coord is None or not coord.should_stop():  # the common case
             return False

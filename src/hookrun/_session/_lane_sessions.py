@@ -201,7 +201,8 @@ class LaneSessions:
                 try:
                     await close_hosted(coord, s._grace)
                 except Exception as exc:
-                    failures.append(exc)
+                    if not s._left_recoverable(exc):
+                        failures.append(exc)
             if scope.cancelled_caught:
                 log_warning("closing the coordinator took longer than stop_grace_period=%ss; gave up waiting",
                             s._grace, step=s._step_now())

@@ -93,7 +93,9 @@ class Lifecycle:
     _backoff: anyio.CancelScope | None
     _ending: anyio.CancelScope | None
 
+    _recovers: bool
     _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
+    _is_recoverable: Callable[[BaseException], bool]  # Recovering's
     _step_now: Callable[[], int | None]  # the session's (_monitored.py)
 
     def __enter__(self) -> None:
@@ -295,7 +297,8 @@ class Lifecycle:
                 try:
                     await close_hosted(coord, self._grace)
                 except Exception as exc:
-                    failures.append(exc)
+                    if log_session_errors or not self._left_recoverable(exc):  # recovery sorts its own
+                        failures.append(exc)
             if raw is not None:
                 try:
                     await _aclose(raw)
@@ -317,6 +320,18 @@ class Lifecycle:
                 log_warning("error while closing a session: %r", failure, exc_info=failure, step=self._step_now())
             return []
         return failures
+
+    def _left_recoverable(self, exc: Exception) -> bool:
+        """A recoverable error a background task recorded is still held as the session
+        closes: a session that recovers would have re-created its session at the next
+        ``run()``, and none comes, so the work is done; it is logged, not raised."""
+        if not (self._recovers and self._is_recoverable(exc)):
+            return False
+        log_warning(
+            "closing with a recoverable error a background task recorded (the next run() would "
+            "have recovered from it): %r", exc, exc_info=exc, step=self._step_now(),
+        )
+        return True
 
     async def _exit_task_group(self) -> None:
         tg, self._tg = self._tg, None

@@ -229,12 +229,15 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
     # -- stepping --------------------------------------------------------------------------
 
     def should_stop(self) -> bool:
-        """True once a hook requested stop, the coordinator stopped, or the session closed."""
+        """True once a hook requested stop, the coordinator stopped, or the session closed
+        (False before ``async with``: nothing asked to stop yet)."""
         state = self._state
         if state is _OPEN and not self._hook_stop:  # the common case first: identity checks only
             return self._coord.should_stop() and not (  # type: ignore[union-attr]  # OPEN: it exists
                 self._recovers and self._held_recoverable() is not None
             )
+        if state is State.NEW:  # nothing asked to stop yet (TensorFlow's is made open)
+            return False
         if state not in _STEPPABLE or self._hook_stop:
             return True
         # RECOVERING or BROKEN: a MonitoredSession's next run() recovers first.
