@@ -10,7 +10,13 @@ from typing import Any
 import anyio
 import pytest
 
-from hookrun import AbortedError, MonitoredSession, SessionRunHook, SingularMonitoredSession, StepSession
+from hookrun import (
+    AbortedError,
+    MonitoredSession,
+    SessionRunHook,
+    SingularMonitoredSession,
+    StepSession,
+)
 
 pytestmark = pytest.mark.anyio
 
