@@ -18,7 +18,7 @@ the same order. Composite hooks (``sequential``) contribute their members.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._global_step import StepCounter
@@ -100,10 +100,20 @@ async def _state_of(owner: str, obj: object) -> dict[str, Any]:
     return dict(state)
 
 
-async def collect_state(step: int, session: object, objects: Mapping[str, object]) -> dict[str, Any]:
-    """The checkpoint of a monitored session at ``step``."""
+async def collect_state(
+    step: int, session: object, objects: Mapping[str, object], lanes: Sequence[object] | None = None
+) -> dict[str, Any]:
+    """The checkpoint of a monitored session at ``step``. With steps in flight, ``lanes`` are
+    the raw sessions of its lanes (``None`` where a lane has none): each lane's state is
+    kept under ``lanes`` (``None`` for a lane without one), and ``session`` is the first's."""
     state: dict[str, Any] = {"global_step": step}
-    if is_checkpointable(session):
+    if lanes is not None and len(lanes) > 1:
+        states = [await _state_of(f"lane {i}", raw) if is_checkpointable(raw) else None for i, raw in enumerate(lanes)]
+        if any(lane is not None for lane in states):
+            state["lanes"] = states
+            if states[0] is not None:
+                state["session"] = states[0]
+    elif is_checkpointable(session):
         state["session"] = await _state_of("session", session)
     state["hooks"] = {key: await _state_of(f"hook {key!r}", obj) for key, obj in objects.items()}
     return state
@@ -146,8 +156,8 @@ async def apply_state(
 def check_session_state(state: object, source: str) -> None:
     """Raise ``CorruptCheckpointError`` (naming ``source`` and the key) unless ``state`` has
     the shape of a monitored session's checkpoint: an int ``global_step`` from 0 to
-    2**63-1, a mapping ``session`` and a mapping ``hooks`` of str keys to mappings (each
-    optional)."""
+    2**63-1, a mapping ``session``, a list ``lanes`` of mappings or ``None`` and a mapping
+    ``hooks`` of str keys to mappings (each optional)."""
     if not isinstance(state, Mapping):
         raise CorruptCheckpointError(source, f"its state is a {type(state).__name__}, not a mapping")
     step = state.get("global_step", 0)
@@ -155,6 +165,9 @@ def check_session_state(state: object, source: str) -> None:
         raise CorruptCheckpointError(source, f"its global_step is {step!r:.60}, not an int from 0 to 2**63-1")
     if "session" in state and not isinstance(state["session"], Mapping):
         raise CorruptCheckpointError(source, f"its session state is a {type(state['session']).__name__}, not a mapping")
+    lanes = state.get("lanes", [])
+    if not isinstance(lanes, list) or not all(lane is None or isinstance(lane, Mapping) for lane in lanes):
+        raise CorruptCheckpointError(source, "its lanes are not a list of session states (mappings, or None)")
     hooks = state.get("hooks", {})
     if not isinstance(hooks, Mapping):
         raise CorruptCheckpointError(source, f"its hooks are a {type(hooks).__name__}, not a mapping of hook states")

@@ -57,6 +57,13 @@ def install_in_flight(session: Any, creator: object, n: int) -> None:
     session._create = engine.sessions.create_all
     session._close_current = engine.sessions.close_all
     session._backoff = engine.sessions.backoffs
+    # A creator that restores lanes and a hook that saves them learn how to reach every
+    # lane's raw session (``CheckpointSaverHook``, ``ChiefSessionCreator``).
+    lanes = engine.lanes
+    for party in (creator, *session.hooks):
+        bind = getattr(party, "bind_lanes", None)
+        if bind is not None:
+            bind(lambda: [lane.raw for lane in lanes])
 
     def iterate(fetches: object = None, feeds: object = None, *, ordered: bool = True) -> InFlightIterator:
         from .._validate import check_flag

@@ -25,6 +25,8 @@ closed is closed at once.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +37,7 @@ from .._coordinator._tasks import Coordinator, close_hosted, open_hosted
 from .._errors import SessionClosedError
 from .._log import log_warning
 from ._checks import check_session
-from ._factories import creator_function
+from ._factories import call_factory, creator_function
 from ._lifecycle import _aclose, _aclose_logged
 from ._state import State
 
@@ -73,6 +75,9 @@ class LaneSessions:
         self._create_more: Callable[[], Awaitable[Any]] = (
             creator_function(more) if more is not None else session._create_session
         )
+        #: ``create_lane_session(lane)``, told which lane (a restoring creator restores that
+        #: lane's own session state); ``None``: it takes no argument, or there is none.
+        self._create_lane = more if more is not None and _takes_lane(more) else None
         self.backoffs = Backoffs()
 
     # -- creating --------------------------------------------------------------------------
@@ -98,7 +103,12 @@ class LaneSessions:
     async def _create_once(self, lane: Lane) -> None:
         s = self.s
         first = s._stats.sessions_created == 0 and lane.index == 0
-        raw = await (s._create_session() if first else self._create_more())
+        if first:
+            raw = await s._create_session()
+        elif self._create_lane is not None:
+            raw = await call_factory(functools.partial(self._create_lane, lane.index))
+        else:
+            raw = await self._create_more()
         try:
             check_session(raw)
             if self.coord is None:
@@ -223,3 +233,12 @@ class LaneSessions:
     async def _close_raw(self, raw: object, lane: Lane) -> None:
         if not any(other.raw is raw for other in self.lanes):
             await _aclose_logged(raw)
+
+
+def _takes_lane(method: Callable[..., object]) -> bool:
+    """Whether ``create_lane_session`` takes the lane's index (a parameter besides ``self``)."""
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters.values())

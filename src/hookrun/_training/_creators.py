@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -122,6 +122,8 @@ class ChiefSessionCreator:
         self._hooks: tuple[object, ...] = ()
         self._objects = tuple(checkpointables)
         self._created = 0
+        #: With steps in flight, the raw sessions of the monitored session's lanes (``bind_lanes``).
+        self._lanes: Callable[[], Sequence[object]] | None = None
         #: The checkpoint the last created session was restored from (``None``: fresh).
         self.restored: RestoredCheckpoint | None = None
 
@@ -181,6 +183,7 @@ class ChiefSessionCreator:
             if restored is not None:
                 objects = checkpointables((*self._hooks, *self._objects))
                 await apply_state(restored.state, session, objects, counter, restored.info.path, restored.step)
+                self._say_lanes(restored.state, restored.info.path)
                 logger().info("restored %s at global step %d", restored.info.path, restored.step, extra=fields(step=restored.step))
         except BaseException:
             await _aclose_quietly(session)
@@ -190,11 +193,48 @@ class ChiefSessionCreator:
         return session
 
 
-    async def create_lane_session(self) -> Any:
+    def bind_lanes(self, lanes: Callable[[], Sequence[object]]) -> None:
+        """Called once by a monitored session with steps in flight: ``lanes()`` gives the
+        raw session of each of its lanes (their number is all this creator reads)."""
+        self._lanes = lanes
+
+    def _lane_state(self, state: Mapping[str, Any], lane: int | None, source: str) -> Mapping[str, Any] | None:
+        """The session state ``lane`` restores from a checkpoint's ``state``: its own when
+        the checkpoint kept every lane's (none, said in a warning, for a lane it did not
+        keep); a checkpoint saved with one lane gives its session state to every lane."""
+        saved = state.get("lanes")
+        if saved is None:
+            return state.get("session")
+        own = saved[lane] if lane is not None and lane < len(saved) else None
+        if own is None:
+            logger().warning(
+                "checkpoint %r holds no session state for lane %s (it kept %d lanes' states): "
+                "that lane starts without one", source, lane, len(saved),
+            )
+        return own
+
+    def _say_lanes(self, state: Mapping[str, Any], source: str) -> None:
+        """At entry with steps in flight: say how the checkpoint's lanes meet this session's."""
+        if self._lanes is None:
+            return
+        n, saved = len(self._lanes()), state.get("lanes")
+        if saved is None and "session" in state:
+            logger().warning(
+                "checkpoint %r was saved with one lane: each of the %d lanes starts from its session state",
+                source, n,
+            )
+        elif saved is not None and len(saved) > n:
+            logger().warning(
+                "checkpoint %r kept %d lanes' session states; this session has %d lanes: the "
+                "states of lanes %d to %d are not restored", source, len(saved), n, n, len(saved) - 1,
+            )
+
+    async def create_lane_session(self, lane: int | None = None) -> Any:
         """A session for one more lane of a monitored session with steps in flight
         (``max_in_flight > 1``), at entry or when that lane alone is re-created: restored
-        from the latest valid checkpoint's session state only. The step counter and the
-        hooks are left as they are, so the lanes still running never see them roll back."""
+        from the latest valid checkpoint's session state of that lane (``lane``: its index)
+        only. The step counter and the hooks are left as they are, so the lanes still
+        running never see them roll back."""
         reader, path = self.checkpointer, self.checkpoint_path
         if reader is None and path is None:
             restored = None
@@ -205,9 +245,9 @@ class ChiefSessionCreator:
             restored = await anyio.to_thread.run_sync(reader._read_latest, _check_shape)
         session = await call_factory(self.factory)
         try:
-            if restored is not None and "session" in restored.state:
-                own = {"global_step": restored.step, "session": restored.state["session"]}
-                await apply_state(own, session, {}, None, restored.info.path, restored.step)
+            own = None if restored is None else self._lane_state(restored.state, lane, restored.info.path)
+            if restored is not None and own is not None:
+                await apply_state({"global_step": restored.step, "session": own}, session, {}, None, restored.info.path, restored.step)
         except BaseException:
             await _aclose_quietly(session)
             raise

@@ -18,7 +18,7 @@ session closes.
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -151,6 +151,8 @@ class CheckpointSaverHook(SessionRunHook):
                 )
         self._sources = tuple(checkpointables)
         self._hooks: tuple[object, ...] = ()  # the monitored session's (``bind_session``)
+        #: With steps in flight, the raw sessions of the lanes now (``bind_lanes``).
+        self._lanes: Callable[[], Sequence[object]] | None = None
         self._objects: dict[str, object] = {}
         self._request = None if monitor is None else SessionRunArgs(monitor)
         self._metric: float | None = None
@@ -161,6 +163,12 @@ class CheckpointSaverHook(SessionRunHook):
 
     def __repr__(self) -> str:
         return f"CheckpointSaverHook({self.checkpointer.directory!r}, {self._timer!r})"
+
+    def bind_lanes(self, lanes: Callable[[], Sequence[object]]) -> None:
+        """Called once by a monitored session with steps in flight: ``lanes()`` gives the
+        raw session of each lane (``None`` where one has none), so that every checkpoint
+        keeps each lane's session state, not only the one whose step saved it."""
+        self._lanes = lanes
 
     def bind_session(self, hooks: Sequence[object], step_counter: object) -> None:
         """Called once by the monitored session this hook is given to: its ``hooks`` are
@@ -274,7 +282,7 @@ class CheckpointSaverHook(SessionRunHook):
         await self.wait_saved()
         for listener in self._listeners:
             await _notify(listener, "before_save", session, step)
-        state = await collect_state(step, session, self._objects)
+        state = await collect_state(step, session, self._objects, None if self._lanes is None else self._lanes())
         encoded = await self.checkpointer.encode(state)
         # The encoding thread is waited for even when cancelled: a cancellation that came
         # meanwhile (it may have closed the coordinator) is raised here, before anything starts.
