@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 class Worker:
     """A raw session that remembers the items it processed (its session state)."""
 
-    made: list[Worker] = []
+    made: ClassVar[list[Worker]] = []
 
     def __init__(self) -> None:
         self.items: list[int] = []
