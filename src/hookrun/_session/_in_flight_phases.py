@@ -96,9 +96,10 @@ async def run_and_after(self: InFlight, step: Step) -> Any:
         self.check_cause(step)
         step.where = "after_run"
         if step.counted is None:  # to its number, past the numbers given up before it
-            moves, self._counted = step.number - self._counted, step.number
+            moves = step.number - self._counted
             local = s._local
-            step.counted = local.increment_nowait(moves) if local is not None else await s._counter.increment(moves)
+            counted = local.increment_nowait(moves) if local is not None else await s._counter.increment(moves)
+            self._counted, step.counted = step.number, counted  # once it moved: a failed move is made again
         after = stats.after if step.sampled else s._after
         if after.calls:
             nothing = _new_tuple(SessionRunValues, (None, merged, metadata, step.counted))

@@ -52,7 +52,7 @@ from .._dispatch._plan import hook_name
 from .._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import LocalStepCounter, StepCounter
 from .._hook_protocol import RunMetadata, RunOptions, check_feed_dict
-from .._inside import enter_step, inside_error, inside_step, leave_step
+from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET, inside_error, inside_step
 from .._observe._report import SessionStatistics
 from .._observe._statistics import Collector, StatisticsOptions, statistics_options
 from .._validate import (
@@ -287,7 +287,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         if feed_dict is not None and type(feed_dict) is not dict:
             check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
         self._busy = True
-        inside = enter_step(self)
+        inside = STEPS_SET((*STEPS_GET(), self))
         try:
             if not self._recovers:
                 return await self._step(fetches, feed_dict, options, run_metadata)
@@ -301,7 +301,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
                 self._fail_over()
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
-            leave_step(inside)
+            STEPS_RESET(inside)
             self._busy = False
             if self._step_done is not None:  # a close from another task waits for this step
                 self._step_done.set()
@@ -331,13 +331,13 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         check_step_fn(step_fn)
         self._admit("run_step_fn()")
         self._busy = True
-        inside = enter_step(self)
+        inside = STEPS_SET((*STEPS_GET(), self))
         try:
             if self._recovers:
                 return await self._with_recovery(self._call_step_fn, step_fn)
             return await self._call_step_fn(step_fn)
         finally:
-            leave_step(inside)
+            STEPS_RESET(inside)
             self._busy = False
             if self._step_done is not None:
                 self._step_done.set()

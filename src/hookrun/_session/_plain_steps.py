@@ -35,7 +35,7 @@ from .._hook_protocol import (
     SessionRunContext,
     SessionRunValues,
 )
-from .._inside import enter_step, leave_step
+from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET
 from ._diagnose import note_missing_fetch
 from ._raw import check_values
 from ._state import State
@@ -105,7 +105,7 @@ class PlainSteps:
         ):
             return await type(self).run(self, fetches, feed_dict, options, run_metadata)  # type: ignore[attr-defined]  # the class's: the general way
         self._busy = True
-        inside = enter_step(self)
+        inside = STEPS_SET((*STEPS_GET(), self))
         try:
             raw, local = self._raw, self._local
             ctx = SessionRunContext((fetches, feed_dict, None), raw, local.value, self._on_stop)  # type: ignore[union-attr]
@@ -144,7 +144,7 @@ class PlainSteps:
             self._fail_over()
             return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
-            leave_step(inside)
+            STEPS_RESET(inside)
             self._busy = False
             if self._step_done is not None:  # a close from another task waits for this step
                 self._step_done.set()
