@@ -6,7 +6,7 @@ one whose loss ends the cluster anyway). ``wait_for`` is one actor call parked o
 actor's event loop until the value reaches the target: nothing polls, on either side,
 and cancelling the caller cancels the parked call. Invariants: the value only changes
 through ``increment``, ``set`` and ``lift``; a counter actor that died is re-created
-(on its node if that node lives, else where Ray can place it) at no less than the
+(on its node if that node lives, else on the head node) at no less than the
 highest value a client saw, never silently at its initial value.
 ``recent()`` answers, without a round trip, with a value this counter read or wrote
 itself within ``max_staleness`` seconds (what a monitored session takes as a step's
@@ -23,6 +23,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from .._log import logger
 from ..remote._counter import RemoteStepCounter
 from ..remote._shared_step import SharedStep
 from ._errors import await_ref
@@ -50,8 +51,8 @@ class RayStepCounter(RemoteStepCounter["ActorHandle[Any]"]):
     ``node`` says where the actor lives: ``"head"`` (the default) is the cluster's
     head node, whose loss ends the cluster anyway; ``"local"`` is the node of the
     process that creates it; any other string is the ID of a node
-    (``ray.get_runtime_context().get_node_id()`` on it). If that node is gone when
-    the actor is (re-)created, Ray places it on a live node.
+    (``ray.get_runtime_context().get_node_id()`` on it). If that node is dead when
+    the actor is (re-)created, it goes to the head node.
 
     If the actor dies (its node, or its process), every counter joins it again:
     the first re-creates it from the highest value it saw, and each lifts it to the
@@ -116,6 +117,7 @@ class RayStepCounter(RemoteStepCounter["ActorHandle[Any]"]):
         return cast("Awaitable[int]", await_ref(getattr(handle, method).remote(*args), repr(self)))
 
     def _get_or_create(self, seed: int) -> ActorHandle[Any]:
+        node, soft = self._placement()
         options = _GlobalStepActor.options(
             name=self.name,
             namespace=self.namespace,
@@ -123,18 +125,23 @@ class RayStepCounter(RemoteStepCounter["ActorHandle[Any]"]):
             get_if_exists=True,
             num_cpus=0,
             max_restarts=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(self._node_id(), soft=True),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=soft),
         )
         return cast("ActorHandle[Any]", options.remote(seed))
 
-    def _node_id(self) -> str:
-        """The ID of the node ``node`` names (checked against the cluster's nodes)."""
+    def _placement(self) -> tuple[str, bool]:
+        """The node for the actor, and whether Ray may place it elsewhere (the node is gone)."""
         if self.node == "local":
-            return str(ray.get_runtime_context().get_node_id())
+            return str(ray.get_runtime_context().get_node_id()), False
         nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        alive = [n for n in nodes if n.get("Alive")]
+        heads = [str(n["NodeID"]) for n in alive if _HEAD_RESOURCE in n.get("Resources", {})]
+        head = heads[0] if heads else str(ray.get_runtime_context().get_node_id())
         if self.node == "head":
-            heads = [n["NodeID"] for n in nodes if n.get("Alive") and _HEAD_RESOURCE in n.get("Resources", {})]
-            return str(heads[0]) if heads else str(ray.get_runtime_context().get_node_id())
-        if not any(n["NodeID"] == self.node for n in nodes):
-            raise ValueError(f'{self!r}: node={self.node!r} is not "head", "local" or the ID of a node of this cluster')
-        return self.node
+            return head, False
+        if any(n["NodeID"] == self.node for n in alive):
+            return self.node, False
+        if any(n["NodeID"] == self.node for n in nodes):
+            logger().warning("%r: node %s is dead; the counter lives on the head node", self, self.node)
+            return head, True
+        raise ValueError(f'{self!r}: node={self.node!r} is not "head", "local" or the ID of a node of this cluster')
