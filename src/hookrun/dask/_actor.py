@@ -6,7 +6,8 @@ holding it dies, the session raises ``UnavailableError`` (from ``DaskActorLostEr
 and the monitored session creates a new actor. Invariants: the actor's state is
 checked before every call and after a failed one (its future's status, not a
 message); closing a session releases its actor; the creator's own client is closed
-with the creator.
+with the creator. Each session actor runs its calls on a thread of its own
+(``_concurrent``), so N lanes run N calls at once however few workers hold them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from distributed.client import ClosedClientError
 
 from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
 from ._client import ClientSource
+from ._concurrent import construct
 from ._errors import (
     DaskActorLostError,
     await_actor_call,
@@ -88,6 +90,12 @@ class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
     makes the creator connect a client of its own (rebuilt if it closes, closed by
     ``aclose()`` or on leaving ``async with``); with neither, the default client is
     used. An error in the actor's constructor is raised by ``create_session``.
+
+    A Dask worker runs the synchronous methods of all its actors on one thread; the
+    session actors made here run their step method (``method``) on a thread of
+    their own instead, so N lanes run N calls at once even on fewer workers (each
+    actor still runs its own calls one at a time). A step method that is a
+    coroutine (``async def``) runs on the worker's event loop, as Dask runs it.
     """
 
     _kind: ClassVar[str] = "DaskActorSessionCreator"
@@ -117,7 +125,7 @@ class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
         own = self._source.owned
         what = f"creating {self._label}"
         try:
-            future = client.submit(_construct, self._cls, self._args, self._kwargs, actor=True, pure=False)
+            future = client.submit(construct, self._cls, self._method, self._args, self._kwargs, actor=True, pure=False)
         except Exception as exc:
             if is_recoverable(exc, own_client=own):
                 raise unavailable(what, exc) from exc
@@ -126,7 +134,3 @@ class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
             actor = await await_dask(future, what, own_client=own)
         return DaskActorSession(client, future, actor, self._method, self._label, own_client=own)
 
-
-def _construct(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Build the actor on the worker (keeps the actor's keywords apart from submit's)."""
-    return cls(*args, **kwargs)
