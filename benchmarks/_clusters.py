@@ -46,7 +46,7 @@ class Started:
 
     def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         with open(os.path.join(self.log_dir, f"{name}.log"), "ab") as out:
-            proc = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.procs[name] = proc
         return proc
 

@@ -124,6 +124,8 @@ async def hookrun_items(creator: Any, args: argparse.Namespace, *, kill: Callabl
         "lanes_recreated": len(creations.at) - args.lanes,
         "kill_to_all_lanes_s": round(max(creations.at) - killed_at, 3) if creations.at[-1] > killed_at else None,
         "longest_wait_after_kill_s": round(max(gaps), 3),
+        "lanes_recreated_at_s": [round(t - killed_at, 3) for t in creations.at if t > killed_at],
+        "items_in_first_s_after_kill": sum(1 for t in after if t - killed_at <= 1.0),
         "items_per_s": round(args.items / elapsed, 1),
     }
 
@@ -317,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
         ray_bench(args, temp_dir, results)
     if args.engine in ("dask", "both"):
         dask_bench(args, temp_dir, results)
-    print(json.dumps(results, indent=1))
+    print(json.dumps(results, indent=1), flush=True)
 
 
 if __name__ == "__main__":

@@ -154,7 +154,7 @@ def main() -> None:
     while (left := others_alive()) and time.monotonic() < deadline:
         time.sleep(0.2)
     result["left"] = left
-    print(json.dumps(result))
+    print(json.dumps(result), flush=True)
 
 
 def _wait_second_node(ray: Any, within: float) -> str:

@@ -89,7 +89,7 @@ class Processes:
 
     def start(self, argv: list[str], env: dict[str, str], log: str) -> subprocess.Popen[bytes]:
         with open(os.path.join(self.log_dir, log), "ab") as out:
-            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
         self.started.append(proc)
         return proc
 

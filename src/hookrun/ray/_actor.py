@@ -8,9 +8,10 @@ the monitored session re-creates the session and every hook sees
 session kills its actor; a creation that fails kills the actor it started. An actor
 class with ``state_dict`` and ``load_state_dict`` methods makes its sessions
 checkpointable: a checkpoint holds the actor's state, and a re-created actor is
-restored from it. A lost session actor makes its creator suspect the actor's node,
-and new actors avoid a suspect node that no longer answers (``_placement``), so a
-dead node Ray has not yet declared dead gets no new session.
+restored from it. A lost session actor makes its creator suspect the actor's node;
+if that node no longer answers, the calls waiting on its other actors end at once
+and new actors go to live nodes (``_placement``), so a dead node Ray has not yet
+declared dead neither holds up the lanes nor gets a new session.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
+import anyio
 import ray
 from ray.actor import ActorClass, ActorHandle
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .._errors import UnavailableError
 from .._log import logger
 from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
 from ._errors import await_ref
-from ._placement import NODE_LABEL, NodeWatch, node_of_actor
+from ._placement import NodeWatch, node_of_actor
 from ._runtime import RayLease
 
 __all__ = ["RayActorSession", "RayActorSessionCreator"]
@@ -61,12 +64,19 @@ class RayActorSession(RemoteActorSession):
         return self._await(ref)
 
     async def _await(self, ref: ray.ObjectRef[Any]) -> Sequence[Any]:
-        try:
+        watch, node = self._watch, self.node
+        if watch is None or node is None:
             return cast("Sequence[Any]", await await_ref(ref, repr(self)))
-        except UnavailableError:
-            if self._watch is not None:
-                self._watch.lost(self.node)
-            raise
+        with anyio.CancelScope() as scope:  # cancelled by the watch if the node is gone
+            watch.waiting(node, scope)
+            try:
+                return cast("Sequence[Any]", await await_ref(ref, repr(self)))
+            except UnavailableError:
+                await watch.lost(node)
+                raise
+            finally:
+                watch.done(node, scope)
+        raise UnavailableError(f"{self!r}: the node of its actor ({node}) no longer answers")
 
     def _end(self) -> None:
         _kill(self.actor)
@@ -96,9 +106,12 @@ class RayActorSessionCreator(RemoteActorSessionCreator[RayActorSession]):
     actor's state and a restoring creator (``MonitoredTrainingSession``,
     ``ChiefSessionCreator``) loads it into each new actor.
 
-    New actors avoid a node on which one of this creator's actors was lost and
-    whose raylet no longer answers, until Ray declares it dead (unless
-    ``actor_options`` place them itself: ``label_selector``, or a node affinity).
+    When one of its actors is lost and the actor's node no longer answers (its
+    raylet refuses connections) but Ray has not yet declared it dead, the calls
+    waiting on the creator's other actors on that node fail at once (their lanes
+    are re-created), and new actors are pinned to the live nodes in turn until Ray
+    declares it dead (unless ``actor_options`` place them itself: ``label_selector``
+    or a scheduling strategy other than ``"DEFAULT"`` / ``"SPREAD"``).
 
     Ray already initialised in this process is used as it is. Otherwise a local Ray
     is started on 127.0.0.1 without a dashboard, and ``aclose()`` (or leaving
@@ -133,9 +146,9 @@ class RayActorSessionCreator(RemoteActorSessionCreator[RayActorSession]):
     async def _start(self) -> RayActorSession:
         await self._lease.acquire()
         options = self._options
-        avoided = [] if self._watch is None else await self._watch.avoid()
-        if avoided:
-            options = {**options, "label_selector": {NODE_LABEL: f"!in({','.join(avoided)})"}}
+        pinned = None if self._watch is None else await self._watch.place()
+        if pinned is not None:  # a lost node Ray still lists as alive: pin to a live one
+            options = {**options, "scheduling_strategy": NodeAffinitySchedulingStrategy(pinned, soft=False)}
         actor = cast("ActorHandle[Any]", self._cls.options(**options).remote(*self._args, **self._kwargs))
         try:  # up once it answers: an error in its constructor is raised here
             node = await await_ref(actor.__ray_call__.remote(node_of_actor), f"creating {self._label}")
