@@ -109,8 +109,27 @@ async def test_the_session_actor_keeps_the_users_class_and_methods(dask_client: 
         with anyio.fail_after(30):
             session = await creator.create_session()
             try:
-                pid = await anyio.to_thread.run_sync(lambda: session.actor.where().result())
+                pid = await anyio.to_thread.run_sync(_where, session)
                 assert isinstance(pid, int)
                 assert repr(session) == "DaskActorSession(Gate.run)"
             finally:
                 await session.aclose()
+
+
+async def test_a_creators_actors_are_spread_over_the_workers(dask_client: distributed.Client) -> None:
+    """Four sessions of one creator: two actors on each of the two workers."""
+    async with DaskActorSessionCreator(_remote.Gate, client=dask_client) as creator:
+        with anyio.fail_after(30):
+            sessions = [await creator.create_session() for _ in range(4)]
+            try:
+                pids = [await anyio.to_thread.run_sync(_where, session) for session in sessions]
+            finally:
+                for session in sessions:
+                    await session.aclose()
+    assert sorted(Counter(pids).values()) == [2, 2]
+
+
+def _where(session: Any) -> int:
+    """The pid of the worker holding a session's actor (a call outside a step)."""
+    pid: int = session.actor.where().result()
+    return pid
