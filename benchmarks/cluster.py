@@ -32,6 +32,7 @@ import argparse
 import functools
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -314,11 +315,14 @@ def main(argv: list[str] | None = None) -> None:
         "lanes": args.lanes, "work_ms": args.work_ms, "items": args.items, "rounds": args.rounds,
         "cpus": os.cpu_count(), "ideal_items_per_s": args.lanes / (args.work_ms / 1000),
     }
-    temp_dir = tempfile.mkdtemp(prefix="hkr-bc-", dir="/tmp")
-    if args.engine in ("ray", "both"):
-        ray_bench(args, temp_dir, results)
-    if args.engine in ("dask", "both"):
-        dask_bench(args, temp_dir, results)
+    temp_dir = tempfile.mkdtemp(prefix="hkr-bc-", dir="/tmp")  # short: Ray puts sockets there
+    try:
+        if args.engine in ("ray", "both"):
+            ray_bench(args, temp_dir, results)
+        if args.engine in ("dask", "both"):
+            dask_bench(args, temp_dir, results)
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)  # the clusters' logs
     print(json.dumps(results, indent=1), flush=True)
 
 
