@@ -4,7 +4,8 @@ Run by ``test_cluster.py`` as ``python -m tests.ray._cluster_run`` inside a netw
 PID namespace of its own (``tests.remote._netns``); prints one JSON line. The head
 (127.0.0.1) and a second node (127.0.0.2) are started through the command line and
 stopped by their PIDs. For each backend (asyncio, trio) the second node is started,
-a monitored session with ``LANES`` actor lanes spread over both nodes and a shared
+a monitored session with ``LANES`` actor lanes, made on the two nodes in turn (a
+soft node affinity: Ray's ``SPREAD`` sometimes put them all on one), and a shared
 ``RayStepCounter`` living on the second node runs ``ITEMS`` items of ``WORK_S``
 each, and the second node (raylet, workers and all) is SIGKILLed after ``KILL_AT``
 items.
@@ -69,7 +70,36 @@ def node_argv(temp_dir: str, *, head: bool) -> list[str]:
     return [ray_cli, "start", f"--address=127.0.0.1:{PORT}", "--node-ip-address=127.0.0.2", *common]
 
 
-async def job(backend: str, node_b: str, kill: Callable[[], object], directory: str) -> dict[str, Any]:
+def on_node(node: str) -> dict[str, Any]:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"num_cpus": 0, "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True)}
+
+
+class InTurn:
+    """A session creator taking each session from the next of ``creators`` in turn."""
+
+    def __init__(self, *creators: Any) -> None:
+        self.creators = creators
+        self._turn = 0
+
+    @property
+    def created(self) -> int:
+        return sum(creator.created for creator in self.creators)
+
+    async def create_session(self) -> Any:
+        self._turn += 1
+        return await self.creators[self._turn % len(self.creators)].create_session()
+
+    async def __aenter__(self) -> InTurn:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for creator in self.creators:
+            await creator.aclose()
+
+
+async def job(backend: str, head: str, node_b: str, kill: Callable[[], object], directory: str) -> dict[str, Any]:
     """The session's run: what came back, the final step, the checkpoints' steps."""
     import anyio
 
@@ -79,7 +109,7 @@ async def job(backend: str, node_b: str, kill: Callable[[], object], directory: 
 
     checkpointer = hookrun.Checkpointer(directory, max_to_keep=None)
     counter = RayStepCounter(f"step-{backend}", node=node_b)
-    creator = RayActorSessionCreator(Worker, actor_options={"num_cpus": 0, "scheduling_strategy": "SPREAD"})
+    creator = InTurn(*(RayActorSessionCreator(Worker, actor_options=on_node(node)) for node in (head, node_b)))
     hooks = [CheckpointSaverHook(save_steps=10, checkpointer=checkpointer)]
     got: list[int] = []
     nodes: list[str] = []
@@ -145,7 +175,8 @@ def main() -> None:
             node = procs.start(node_argv(temp_dir, head=False), env, f"node-{backend}.log")
             node_b = _wait_second_node(ray, within=120)
             directory = os.path.join(temp_dir, f"ckpt-{backend}")
-            run = anyio.run(job, backend, node_b, functools.partial(procs.kill, node), directory, backend=backend)
+            kill = functools.partial(procs.kill, node)
+            run = anyio.run(job, backend, result["head"], node_b, kill, directory, backend=backend)
             result[backend] = {**run, "node_b": node_b}
         ray.shutdown()
     finally:
@@ -162,9 +193,22 @@ def _wait_second_node(ray: Any, within: float) -> str:
     while time.monotonic() < deadline:
         alive = [n for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] == "127.0.0.2"]
         if alive:
-            return str(alive[0]["NodeID"])
+            node = str(alive[0]["NodeID"])
+            _ready(ray, node, deadline - time.monotonic())
+            return node
         time.sleep(0.2)
     raise TimeoutError(f"the second node did not join within {within:.0f} s")
+
+
+def _ready(ray: Any, node: str, within: float) -> None:
+    """Wait until an actor can run on ``node`` (a node just listed may not take one yet,
+    and a soft affinity to it would then go elsewhere)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probe = ray.remote(Worker).options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+    actor = probe.remote()
+    ray.get(actor.__ray_ready__.remote(), timeout=max(1.0, within))
+    ray.kill(actor)
 
 
 if __name__ == "__main__":

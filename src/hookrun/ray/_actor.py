@@ -110,8 +110,9 @@ class RayActorSessionCreator(RemoteActorSessionCreator[RayActorSession]):
     raylet refuses connections) but Ray has not yet declared it dead, the calls
     waiting on the creator's other actors on that node fail at once (their lanes
     are re-created), and new actors are pinned to the live nodes in turn until Ray
-    declares it dead (unless ``actor_options`` place them itself: ``label_selector``
-    or a scheduling strategy other than ``"DEFAULT"`` / ``"SPREAD"``).
+    declares it dead (unless ``actor_options`` place them itself: ``label_selector``,
+    or a scheduling strategy other than ``"DEFAULT"``, ``"SPREAD"`` or a soft node
+    affinity).
 
     Ray already initialised in this process is used as it is. Otherwise a local Ray
     is started on 127.0.0.1 without a dashboard, and ``aclose()`` (or leaving
@@ -192,9 +193,10 @@ def _session_actor_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _may_avoid(options: Mapping[str, Any]) -> bool:
-    """Whether hookrun may keep new actors off suspect nodes (the user placed them not)."""
+    """Whether hookrun may keep new actors off a lost node (the user did not pin them there)."""
     strategy = options.get("scheduling_strategy")
-    return "label_selector" not in options and (strategy is None or isinstance(strategy, str))
+    soft = isinstance(strategy, NodeAffinitySchedulingStrategy) and strategy.soft
+    return "label_selector" not in options and (strategy is None or isinstance(strategy, str) or soft)
 
 
 def _class_name(actor_cls: object) -> str:
