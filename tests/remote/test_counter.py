@@ -275,3 +275,35 @@ async def test_step_arguments_are_checked() -> None:
     with pytest.raises(TypeError, match=r"InMemoryCounter\.wait_for\(target\) must be an int, got None"):
         await counter.wait_for(None)  # type: ignore[arg-type]
     assert counter.calls == []
+
+
+async def test_a_session_with_lanes_counts_every_step_once_though_its_counter_is_lost() -> None:
+    """Four lanes; the counter's actor lost (re-created at initial) and an increment's
+    answer lost mid-run: the shared step still ends at one per item, and no step saw a
+    value below one seen before."""
+    counter = InMemoryCounter(initial=0, reconnect_timeout=30)
+    seen: list[int] = []
+
+    class Steps(hookrun.SessionRunHook):
+        overlapping_steps = True
+
+        def after_run(self, ctx: hookrun.SessionRunContext, values: hookrun.SessionRunValues) -> None:
+            seen.append(values.global_step)
+
+    async def step(feeds: Any) -> dict[str, int]:
+        if feeds["x"] == 10:
+            counter.actor = SharedStep(0)  # lost and re-created by the engine at initial
+        if feeds["x"] == 20:
+            counter.lost_calls = 1  # an answer that never came
+        await anyio.lowlevel.checkpoint()
+        return {"x": feeds["x"]}
+
+    async def create() -> hookrun.StepSession:
+        return hookrun.StepSession(step)
+
+    with anyio.fail_after(20):
+        async with hookrun.MonitoredSession(create, [Steps()], step_counter=counter, max_in_flight=4) as sess:
+            got = [x async for x in sess.iterate("x", ({"x": i} for i in range(40)))]
+        assert got == list(range(40))
+        assert await counter.get() == 40
+    assert seen == sorted(seen) and seen[-1] == 40
