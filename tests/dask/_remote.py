@@ -11,7 +11,7 @@ from distributed import Event, Variable
 from .. import _engine_remote
 from .._engine_remote import Broken, failing, square
 
-__all__ = ["Broken", "Model", "blocking", "failing", "sleepy", "square"]
+__all__ = ["Broken", "Gate", "Model", "blocking", "failing", "sleepy", "square"]
 
 
 def blocking(feed: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,3 +38,19 @@ def sleepy(feed: Mapping[str, Any]) -> dict[str, Any]:
 
     time.sleep(feed.get("seconds", 30))
     return {"slept": True}
+
+
+class Gate:
+    """A session actor whose every call says it started (a ``<name>-started`` queue item),
+    then waits for ``<name>-go``; a synchronous step method, as most users write."""
+
+    def run(self, fetches: list[str], feed_dict: Mapping[str, Any]) -> list[Any]:
+        from distributed import Queue
+
+        name = feed_dict["name"]
+        Queue(f"{name}-started").put(os.getpid())
+        Event(f"{name}-go").wait(120)
+        return [os.getpid() for _ in fetches]
+
+    def where(self) -> int:
+        return os.getpid()

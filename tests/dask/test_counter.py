@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import signal
 from collections.abc import AsyncIterator
 
 import anyio
@@ -59,3 +61,18 @@ def test_client_is_checked() -> None:
     """A counter needs a distributed.Client, named in the error."""
     with pytest.raises(TypeError, match=r"client must be a distributed\.Client"):
         DaskStepCounter(None, "x")  # type: ignore[arg-type]
+
+
+async def test_the_counter_lives_on_the_scheduler_and_outlives_every_worker(
+    counter: DaskStepCounter, dask_client: distributed.Client, restore_workers: None
+) -> None:
+    """Every worker killed: the counter, held by the scheduler, keeps its value."""
+    with anyio.fail_after(60):
+        assert await counter.increment(10) == 15
+        pids = await anyio.to_thread.run_sync(functools.partial(dask_client.run, os.getpid, on_error="return"))
+        for pid in pids.values():
+            if isinstance(pid, int):  # not a worker still going from an earlier test's kill
+                os.kill(pid, signal.SIGKILL)
+        assert await counter.increment() == 16
+        assert await counter.wait_for(16) == 16
+

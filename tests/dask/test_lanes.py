@@ -4,6 +4,7 @@ asyncio and trio)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import uuid
@@ -75,3 +76,60 @@ async def test_a_lost_worker_recreates_only_the_lanes_whose_actor_it_held(dask_c
     kept = Counter(pid for pid in before if pid != killed)
     assert kept <= Counter(after)  # the other lanes kept their actors
     assert new_pid in after and killed not in after  # (a new actor may be on the other worker)
+
+
+async def test_n_actor_lanes_run_n_calls_at_once_on_fewer_workers(dask_client: distributed.Client) -> None:
+    """Four lanes on two single-thread workers: all four synchronous step calls run at
+    once (a worker would otherwise run its actors' calls one at a time)."""
+    name = f"gate-{uuid.uuid4().hex[:8]}"
+    lanes = 4
+    started = distributed.Queue(f"{name}-started", client=dask_client)
+    go = distributed.Event(f"{name}-go", client=dask_client)
+    pids: list[int] = []
+
+    async def step(sess: hookrun.MonitoredSession) -> None:
+        pids.append(await sess.run("pid", {"name": name}))
+
+    async with DaskActorSessionCreator(_remote.Gate, client=dask_client) as creator:
+        with anyio.fail_after(60):
+            async with hookrun.MonitoredSession(creator, [], max_in_flight=lanes) as sess, anyio.create_task_group() as tg:
+                for _ in range(lanes):
+                    tg.start_soon(step, sess)
+                running = [
+                    await anyio.to_thread.run_sync(functools.partial(started.get, timeout=30)) for _ in range(lanes)
+                ]
+                go.set()
+    assert len(running) == lanes and len(pids) == lanes
+    assert len(set(pids)) <= len(dask_client.scheduler_info()["workers"]) < lanes
+
+
+async def test_the_session_actor_keeps_the_users_class_and_methods(dask_client: distributed.Client) -> None:
+    """The actor made for a session answers the user's other methods and has the class's name."""
+    async with DaskActorSessionCreator(_remote.Gate, client=dask_client) as creator:
+        with anyio.fail_after(30):
+            session = await creator.create_session()
+            try:
+                pid = await anyio.to_thread.run_sync(_where, session)
+                assert isinstance(pid, int)
+                assert repr(session) == "DaskActorSession(Gate.run)"
+            finally:
+                await session.aclose()
+
+
+async def test_a_creators_actors_are_spread_over_the_workers(dask_client: distributed.Client) -> None:
+    """Four sessions of one creator: two actors on each of the two workers."""
+    async with DaskActorSessionCreator(_remote.Gate, client=dask_client) as creator:
+        with anyio.fail_after(30):
+            sessions = [await creator.create_session() for _ in range(4)]
+            try:
+                pids = [await anyio.to_thread.run_sync(_where, session) for session in sessions]
+            finally:
+                for session in sessions:
+                    await session.aclose()
+    assert sorted(Counter(pids).values()) == [2, 2]
+
+
+def _where(session: Any) -> int:
+    """The pid of the worker holding a session's actor (a call outside a step)."""
+    pid: int = session.actor.where().result()
+    return pid

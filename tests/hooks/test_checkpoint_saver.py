@@ -363,3 +363,23 @@ def test_two_objects_with_one_key_are_refused(tmp_path: Path) -> None:
     hook = CheckpointSaverHook(tmp_path, save_steps=1, checkpointables=[Tally(), Tally()])
     with pytest.raises(ValueError, match="share the checkpoint key 'tally'"):
         anyio.run(hook.begin)
+
+
+async def test_a_save_of_a_lower_step_than_saved_before_is_refused(tmp_path: Path) -> None:
+    """The global step went back mid-run: the save due is refused saying why, and the
+    latest checkpoint stays the highest step saved."""
+    checkpointer = Checkpointer(tmp_path, max_to_keep=None)
+    counter = hookrun.LocalStepCounter()
+
+    async def create() -> StepSession:
+        return StepSession(lambda feeds: {})
+
+    with anyio.fail_after(20), pytest.raises(ValueError, match=r"refusing to save step 2 after this run saved step 6: the global step went back"):
+        async with MonitoredSession(create, [CheckpointSaverHook(save_steps=2, checkpointer=checkpointer)], step_counter=counter) as session:
+            for _ in range(6):
+                await session.run()
+            await counter.set(1)  # a shared counter restarted behind the session's back
+            await session.run()
+    assert [info.step for info in checkpointer.all()] == [0, 2, 4, 6]
+    latest = await checkpointer.latest()
+    assert latest is not None and latest.step == 6

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import pytest
@@ -12,6 +13,7 @@ import ray
 
 import hookrun
 from hookrun.ray import RayStepCounter
+from hookrun.remote import await_future
 
 from .._engine_contract import unique_name
 from .conftest import RayCluster
@@ -21,6 +23,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ray_cluster")]
 _INCREMENTER = """
 import sys, anyio, ray
 from hookrun.ray import RayStepCounter
+from hookrun.remote import await_future
 ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False)
 async def main() -> None:
     counter = RayStepCounter(sys.argv[2])
@@ -62,22 +65,67 @@ async def test_two_processes_increment_one_counter_and_wake_a_waiter(
         assert await counter.get() == 25
 
 
-async def test_dead_counter_actor_is_unavailable_then_recreated(counter: RayStepCounter) -> None:
-    """A killed counter actor raises UnavailableError (not a silent reset); the next call re-creates it."""
-    with anyio.fail_after(30):
+async def test_a_killed_counter_actor_comes_back_at_the_highest_value_seen(counter: RayStepCounter) -> None:
+    """The counter's actor killed: the next calls re-create it at the value this counter
+    saw (not at initial), and the step goes on from there."""
+    with anyio.fail_after(60):
         assert await counter.increment(10) == 15
         ray.kill(ray.get_actor(counter.name, namespace=counter.namespace))
-        with pytest.raises(hookrun.UnavailableError, match="RayStepCounter") as caught:
+        assert await counter.increment() == 16
+        assert await counter.get() == 16
+
+
+async def test_a_counter_whose_actor_stays_lost_fails_loudly() -> None:
+    """With reconnect_timeout=0, a lost actor is a ConnectionError naming the counter."""
+    counter = RayStepCounter(unique_name(), reconnect_timeout=0)
+    with anyio.fail_after(60):
+        await counter.increment(3)
+        handle = ray.get_actor(counter.name, namespace=counter.namespace)
+        ray.kill(handle)
+        with pytest.raises(ConnectionError, match=r"RayStepCounter.*could not be joined again .*last saw 3") as caught:
             for _ in range(100):  # the kill lands asynchronously; a call that ran first is fine
                 await counter.get()
-        assert isinstance(caught.value.__cause__, ray.exceptions.RayActorError)
-        assert await counter.get() == 5
+        assert isinstance(caught.value.__cause__, hookrun.UnavailableError)
+        await counter.delete()
+        await counter.aclose()
+
+
+async def test_the_counter_lives_on_the_node_it_names(counter: RayStepCounter) -> None:
+    """By default the actor is on the head node; node="local" and a node ID are accepted."""
+    with anyio.fail_after(60):
+        await counter.get()
+        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        assert [await actor_node(counter)] == [n["NodeID"] for n in nodes if "node:__internal_head__" in n["Resources"]]
+        here = ray.get_runtime_context().get_node_id()
+        for node in ("local", here):
+            other = RayStepCounter(unique_name(), node=node)
+            assert await other.increment() == 1
+            await other.delete()
+            await other.aclose()
+
+
+async def test_an_unknown_node_is_refused_naming_it() -> None:
+    """A node ID that is no node of the cluster is a ValueError when the actor is made."""
+    counter = RayStepCounter(unique_name(), node="f" * 56)
+    with anyio.fail_after(60), pytest.raises(ValueError, match=r"node='f+' is not \"head\", \"local\" or the ID of a node"):
+        await counter.get()
+    await counter.aclose()
 
 
 def test_namespace_is_checked() -> None:
     """An empty namespace is refused, naming it."""
     with pytest.raises(ValueError, match="namespace must be a non-empty string"):
         RayStepCounter("x", namespace="")
+    with pytest.raises(ValueError, match=r'node must be "head", "local" or a node ID, got \'\''):
+        RayStepCounter("x", node="")
+
+
+async def actor_node(counter: RayStepCounter) -> str:
+    """The ID of the node the counter's actor runs on."""
+    handle = ray.get_actor(counter.name, namespace=counter.namespace)
+    ref: ray.ObjectRef[str] = handle.__ray_call__.remote(lambda actor: ray.get_runtime_context().get_node_id())
+    node: str = await await_future(ref.future())
+    return node
 
 
 async def _run(args: list[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from hookrun.remote._shared_step import SharedStep
+from hookrun.remote._shared_step import REMEMBERED, SharedStep
 
 pytestmark = pytest.mark.anyio
 
@@ -18,6 +18,34 @@ async def test_get_increment_set() -> None:
     assert await step.increment(4) == 10
     assert await step.set(2) == 2
     assert await step.get() == 2
+
+
+async def test_lift_only_raises_the_value_and_wakes_the_waiters_it_satisfies() -> None:
+    """lift(floor) raises a lower value to floor (waking a waiter), and leaves a higher one."""
+    step = SharedStep(5)
+    woken: list[int] = []
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+
+            async def wait() -> None:
+                woken.append(await step.wait_until(20))
+
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            assert await step.lift(20) == 20
+        assert await step.lift(3) == 20
+    assert woken == [20]
+
+
+async def test_an_increment_key_is_applied_once_while_remembered() -> None:
+    """A repeated key answers what its first increment reached; the oldest keys are forgotten."""
+    step = SharedStep(0)
+    assert await step.increment(2, "a") == 2
+    assert await step.increment(3, "b") == 5
+    assert await step.increment(2, "a") == 2
+    for i in range(REMEMBERED):
+        await step.increment(1, str(i))
+    assert await step.increment(2, "a") == 5 + REMEMBERED + 2
 
 
 async def test_a_reached_target_returns_at_once() -> None:

@@ -6,8 +6,10 @@ Dask's asynchronous client runs on asyncio only, so the adapters drive a synchro
 they work on asyncio and trio alike.
 
 * ``DaskStepSession``: each step is one task ``fn(feed_dict)`` (``pure=False``).
-* ``DaskActorSessionCreator``: one actor per session, called like ``method(fetches, feed_dict)``.
-* ``DaskStepCounter``: a ``StepCounter`` shared across clients, waiting without polling.
+* ``DaskActorSessionCreator``: one actor per session, called like ``method(fetches, feed_dict)``,
+  each running its calls on a thread of its own (N lanes run N calls at once).
+* ``DaskStepCounter``: a ``StepCounter`` shared across clients, held by the scheduler
+  (no worker's loss touches it), waiting without polling.
 * ``RECOVERABLE_ERRORS`` / ``is_recoverable`` / ``DaskActorLostError``: lost actors,
   closed comms and a lost scheduler connection; the adapters raise them as
   ``hookrun.UnavailableError`` (Dask's error chained). User errors propagate as they are.

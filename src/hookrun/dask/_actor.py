@@ -6,7 +6,11 @@ holding it dies, the session raises ``UnavailableError`` (from ``DaskActorLostEr
 and the monitored session creates a new actor. Invariants: the actor's state is
 checked before every call and after a failed one (its future's status, not a
 message); closing a session releases its actor; the creator's own client is closed
-with the creator.
+with the creator. Each session actor runs its calls on a thread of its own
+(``_concurrent``), so N lanes run N calls at once however few workers hold them.
+A creator spreads its actors over the workers in turn (the scheduler left to itself
+puts quick actor constructions all on one worker, whose loss would take every
+lane); a worker that is gone is out of the turn at once.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
+import anyio
 from distributed import Client, Future
 from distributed.client import ClosedClientError
 
 from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
 from ._client import ClientSource
+from ._concurrent import construct
 from ._errors import (
     DaskActorLostError,
     await_actor_call,
@@ -89,6 +95,15 @@ class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
     ``aclose()`` or on leaving ``async with``); with neither, the default client is
     used. An error in the actor's constructor is raised by ``create_session``.
 
+    The creator puts its actors on the cluster's workers in turn, so the loss of a
+    worker costs only its share of the lanes.
+
+    A Dask worker runs the synchronous methods of all its actors on one thread; the
+    session actors made here run their step method (``method``) on a thread of
+    their own instead, so N lanes run N calls at once even on fewer workers (each
+    actor still runs its own calls one at a time). A step method that is a
+    coroutine (``async def``) runs on the worker's event loop, as Dask runs it.
+
     Args:
         actor_cls: The actor's class; its ``run(fetches, feed_dict)`` answers a step.
         *args: The arguments of its constructor.
@@ -115,6 +130,7 @@ class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
         super().__init__(actor_cls.__qualname__, method, args, kwargs)
         self._cls = actor_cls
         self._source = ClientSource(f"DaskActorSessionCreator({self._label})", client, address)
+        self._turn = 0
 
     async def aclose(self) -> None:
         """Close the client this creator connected (never one that was passed in)."""
@@ -124,8 +140,16 @@ class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
         client = await self._source.get()
         own = self._source.owned
         what = f"creating {self._label}"
+        place = {}
+        info = await anyio.to_thread.run_sync(client.scheduler_info)  # one RPC: not on the loop
+        workers = sorted(info.get("workers", ()))
+        if workers:  # in turn; the scheduler may still choose another if that one is gone
+            self._turn += 1
+            place = {"workers": [workers[self._turn % len(workers)]], "allow_other_workers": True}
         try:
-            future = client.submit(_construct, self._cls, self._args, self._kwargs, actor=True, pure=False)
+            future = client.submit(
+                construct, self._cls, self._method, self._args, self._kwargs, actor=True, pure=False, **place
+            )
         except Exception as exc:
             if is_recoverable(exc, own_client=own):
                 raise unavailable(what, exc) from exc
@@ -134,7 +158,3 @@ class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
             actor = await await_dask(future, what, own_client=own)
         return DaskActorSession(client, future, actor, self._method, self._label, own_client=own)
 
-
-def _construct(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Build the actor on the worker (keeps the actor's keywords apart from submit's)."""
-    return cls(*args, **kwargs)

@@ -12,7 +12,8 @@ session's coordinator, so the next steps run while the file is written. A save
 due while the previous one is still writing waits for it first. The save at
 ``end`` is written before ``end`` returns. A failed background write is
 recorded in the coordinator, so it stops the session and is raised when the
-session closes.
+session closes. A run never saves a lower step than it saved before: that
+save is refused with a ``ValueError`` saying why (the global step went back).
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ class CheckpointSaverHook(SessionRunHook):
     keeps that many best ones (lowest for ``mode="min"``, highest for
     ``"max"``; of equal metrics, the older) next to the ``max_to_keep`` newest.
     ``wait_saved()`` waits for a background write.
+
+    Within a run (from ``begin`` to ``end``) the steps saved only go forward: a
+    save due at a lower step than one saved before raises ``ValueError`` and
+    stops the session, rather than make an older step the latest checkpoint (a
+    restart from it would repeat every step in between). It means the global
+    step went back, for example a shared counter that was lost and restarted.
 
     ``restore_best=True`` (Keras' ``restore_best_weights``; needs ``monitor`` and
     ``keep_best``) hands back the best state: at ``end``, after the last save,
@@ -160,6 +167,7 @@ class CheckpointSaverHook(SessionRunHook):
         self._coord: Any = None
         self._writing: anyio.Event | None = None
         self.last_saved_step: int | None = None
+        self._highest_saved: int | None = None  # the highest step this run saved (``begin`` resets it)
 
     def __repr__(self) -> str:
         return f"CheckpointSaverHook({self.checkpointer.directory!r}, {self._timer!r})"
@@ -179,6 +187,7 @@ class CheckpointSaverHook(SessionRunHook):
     async def begin(self) -> None:
         """Restart the timer, find the checkpointable objects, call every listener's ``begin``."""
         self._timer.reset()
+        self._highest_saved = None
         sources = (*served_hooks(self, self._hooks), *self._sources)  # those of the session entered
         self._objects = {key: obj for key, obj in checkpointables(sources).items() if obj is not self}
         for listener in self._listeners:
@@ -279,6 +288,14 @@ class CheckpointSaverHook(SessionRunHook):
             await writing.wait()
 
     async def _save(self, session: object, step: int, *, background: bool, may_stop: bool) -> None:
+        highest = self._highest_saved
+        if highest is not None and step < highest:
+            raise ValueError(
+                f"{self!r}: refusing to save step {step} after this run saved step {highest}: the "
+                "global step went back, and the lower checkpoint would become the latest (a restart "
+                "from it would repeat every step in between)"
+            )
+        self._highest_saved = step
         await self.wait_saved()
         for listener in self._listeners:
             await _notify(listener, "before_save", session, step)

@@ -8,7 +8,10 @@ the monitored session re-creates the session and every hook sees
 session kills its actor; a creation that fails kills the actor it started. An actor
 class with ``state_dict`` and ``load_state_dict`` methods makes its sessions
 checkpointable: a checkpoint holds the actor's state, and a re-created actor is
-restored from it.
+restored from it. A lost session actor makes its creator suspect the actor's node;
+if that node no longer answers, the calls waiting on its other actors end at once
+and new actors go to live nodes (``_placement``), so a dead node Ray has not yet
+declared dead neither holds up the lanes nor gets a new session.
 """
 
 from __future__ import annotations
@@ -16,12 +19,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
+import anyio
 import ray
 from ray.actor import ActorClass, ActorHandle
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from .._errors import UnavailableError
 from .._log import logger
 from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
 from ._errors import await_ref
+from ._placement import NodeWatch, node_of_actor
 from ._runtime import RayLease
 
 __all__ = ["RayActorSession", "RayActorSessionCreator"]
@@ -34,11 +41,17 @@ class RayActorSession(RemoteActorSession):
     """A session backed by one Ray actor (made by ``RayActorSessionCreator``); closing
     it kills the actor.
 
-    ``actor`` is the actor's handle, for calls outside a step.
+    ``actor`` is the actor's handle, for calls outside a step; ``node`` the ID of the
+    node it lives on.
     """
 
     _kind: ClassVar[str] = "RayActorSession"
     actor: ActorHandle[Any]
+
+    def __init__(self, actor: Any, method: str, label: str, *, node: str | None = None, watch: NodeWatch | None = None) -> None:
+        super().__init__(actor, method, label)
+        self.node = node
+        self._watch = watch
 
     def _call(
         self, fetches: list[Hashable], feed_dict: dict[Any, Any], tags: dict[str, Any] | None
@@ -48,7 +61,22 @@ class RayActorSession(RemoteActorSession):
             ref = call.remote(fetches, feed_dict, tags=tags)
         else:
             ref = call.remote(fetches, feed_dict)
-        return cast("Awaitable[Sequence[Any]]", await_ref(ref, repr(self)))
+        return self._await(ref)
+
+    async def _await(self, ref: ray.ObjectRef[Any]) -> Sequence[Any]:
+        watch, node = self._watch, self.node
+        if watch is None or node is None:
+            return cast("Sequence[Any]", await await_ref(ref, repr(self)))
+        with anyio.CancelScope() as scope:  # cancelled by the watch if the node is gone
+            watch.waiting(node, scope)
+            try:
+                return cast("Sequence[Any]", await await_ref(ref, repr(self)))
+            except UnavailableError:
+                await watch.lost(node)
+                raise
+            finally:
+                watch.done(node, scope)
+        raise UnavailableError(f"{self!r}: the node of its actor ({node}) no longer answers")
 
     def _end(self) -> None:
         _kill(self.actor)
@@ -77,6 +105,14 @@ class RayActorSessionCreator(RemoteActorSessionCreator[RayActorSession]):
     checkpointable (``hookrun.Checkpointable``): a checkpoint saver stores the
     actor's state and a restoring creator (``MonitoredTrainingSession``,
     ``ChiefSessionCreator``) loads it into each new actor.
+
+    When one of its actors is lost and the actor's node no longer answers (its
+    raylet refuses connections) but Ray has not yet declared it dead, the calls
+    waiting on the creator's other actors on that node fail at once (their lanes
+    are re-created), and new actors are pinned to the live nodes in turn until Ray
+    declares it dead (unless ``actor_options`` place them itself: ``label_selector``,
+    or a scheduling strategy other than ``"DEFAULT"``, ``"SPREAD"`` or a soft node
+    affinity).
 
     Ray already initialised in this process is used as it is. Otherwise a local Ray
     is started on 127.0.0.1 without a dashboard, and ``aclose()`` (or leaving
@@ -111,6 +147,7 @@ class RayActorSessionCreator(RemoteActorSessionCreator[RayActorSession]):
         super().__init__(_class_name(actor_cls), method, args, kwargs)
         self._options = _session_actor_options(actor_options)
         self._lease = RayLease()
+        self._watch = NodeWatch() if _may_avoid(self._options) else None
 
     async def aclose(self) -> None:
         """Shut down the local Ray this creator started, if it started one."""
@@ -118,15 +155,17 @@ class RayActorSessionCreator(RemoteActorSessionCreator[RayActorSession]):
 
     async def _start(self) -> RayActorSession:
         await self._lease.acquire()
-        actor = cast(
-            "ActorHandle[Any]", self._cls.options(**self._options).remote(*self._args, **self._kwargs)
-        )
-        try:
-            await await_ref(actor.__ray_ready__.remote(), f"creating {self._label}")
+        options = self._options
+        pinned = None if self._watch is None else await self._watch.place()
+        if pinned is not None:  # a lost node Ray still lists as alive: pin to a live one
+            options = {**options, "scheduling_strategy": NodeAffinitySchedulingStrategy(pinned, soft=False)}
+        actor = cast("ActorHandle[Any]", self._cls.options(**options).remote(*self._args, **self._kwargs))
+        try:  # up once it answers: an error in its constructor is raised here
+            node = await await_ref(actor.__ray_call__.remote(node_of_actor), f"creating {self._label}")
         except BaseException:
             _kill(actor)
             raise
-        return self._session_type(actor, self._method, self._label)
+        return self._session_type(actor, self._method, self._label, node=node, watch=self._watch)
 
 
 def _actor_class(actor_cls: object, method: str) -> tuple[ActorClass[Any], object]:
@@ -160,6 +199,13 @@ def _session_actor_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
                 "hookrun re-creates the session instead"
             )
     return {**options, **_NO_RESTARTS}
+
+
+def _may_avoid(options: Mapping[str, Any]) -> bool:
+    """Whether hookrun may keep new actors off a lost node (the user did not pin them there)."""
+    strategy = options.get("scheduling_strategy")
+    soft = isinstance(strategy, NodeAffinitySchedulingStrategy) and strategy.soft
+    return "label_selector" not in options and (strategy is None or isinstance(strategy, str) or soft)
 
 
 def _class_name(actor_cls: object) -> str:

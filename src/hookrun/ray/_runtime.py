@@ -31,7 +31,9 @@ __all__ = ["LOOPBACK_ENV", "RayLease", "ensure_ray", "init_local"]
 
 #: The environment a process needs to join a Ray started by ``init_local`` (Ray
 #: reads it when it is first imported): without it, Ray resolves 127.0.0.1 to the
-#: machine's network address, where a loopback-only Ray does not listen.
+#: machine's network address, where a loopback-only Ray does not listen. It turns on
+#: Ray's single-machine mode: never set it for a cluster of several nodes (``ray start
+#: --address`` refuses to run with it).
 LOOPBACK_ENV: dict[str, str] = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 #: ``ray.init`` options that would undo a loopback-only, dashboard-free Ray.

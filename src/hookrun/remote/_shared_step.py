@@ -4,20 +4,28 @@ An engine runs one instance as an async actor (Ray: a named detached actor; Dask
 actor on one worker) and every worker's counter calls its methods. ``wait_until`` parks
 the call on an ``anyio.Event`` until the value reaches the target: nothing polls.
 
-Invariants: the value only changes through ``increment`` and ``set``, and each change
-wakes, in order of their target, exactly the waiters it satisfies, each with the value
-that satisfied it; a waiter that ends without being woken (its call was cancelled by
-the engine, or withdrawn with ``forget``) leaves nothing behind.
+Invariants: the value only changes through ``increment``, ``set`` and ``lift`` (which
+only raises it), and each change wakes, in order of their target, exactly the waiters
+it satisfies, each with the value that satisfied it; a waiter that ends without being
+woken (its call was cancelled by the engine, or withdrawn with ``forget``) leaves
+nothing behind. An increment sent again with the same ``key`` (its caller never heard
+the answer) is applied once: the actor remembers the newest ``REMEMBERED`` keys and
+answers a repeat with the value the first one reached.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections import OrderedDict
 
 import anyio
 
-__all__ = ["SharedStep"]
+__all__ = ["REMEMBERED", "SharedStep"]
+
+#: How many increment keys the actor remembers (a resent increment is older than that
+#: only if this many others came in between, far more than a client's retries take).
+REMEMBERED = 4096
 
 
 class _Waiter:
@@ -38,6 +46,7 @@ class SharedStep:
         self._waiters: list[tuple[int, int, _Waiter]] = []  # a heap: (target, arrival, waiter)
         self._by_token: dict[int, _Waiter] = {}
         self._order = itertools.count()
+        self._applied: OrderedDict[str, int] = OrderedDict()  # increment key -> the value it reached
 
     def __repr__(self) -> str:
         return f"SharedStep({self.value}, waiters={len(self._waiters)})"
@@ -45,9 +54,25 @@ class SharedStep:
     async def get(self) -> int:
         return self.value
 
-    async def increment(self, n: int) -> int:
+    async def increment(self, n: int, key: str | None = None) -> int:
+        """Add ``n``; an increment whose ``key`` was applied already returns what it reached."""
+        if key is not None:
+            reached = self._applied.get(key)
+            if reached is not None:
+                return reached
         self.value += n
+        if key is not None:
+            self._applied[key] = self.value
+            if len(self._applied) > REMEMBERED:
+                self._applied.popitem(last=False)
         self._wake()
+        return self.value
+
+    async def lift(self, floor: int) -> int:
+        """Raise the value to ``floor`` if it is below (a client that saw ``floor`` re-joined)."""
+        if self.value < floor:
+            self.value = floor
+            self._wake()
         return self.value
 
     async def set(self, value: int) -> int:
