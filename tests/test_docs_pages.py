@@ -107,6 +107,12 @@ NOT_RUN = {
     ("checkpoints.md", "class TorchCodec:"),
     # A three-line sketch of the argument, opening the page.
     ("in-flight.md", "async with MonitoredSession(creator, hooks, max_in_flight=8) as sess:"),
+    # A driver joining a cluster of several machines by their addresses (HEAD_IP, ...):
+    # the engine suites start such clusters on loopback and run the same calls.
+    ("distributed.md", 'ray.init(address="HEAD_IP:6379")            # or address="auto" on a node of the cluster'),
+    ("distributed.md", 'client = distributed.Client("tcp://SCHEDULER_IP:8786")   # synchronous, before the event loop'),
+    # One line: the environment of a process joining the loopback-only Ray of init_local.
+    ("distributed.md", "env = {**os.environ, **hookrun.ray.LOOPBACK_ENV}    # for a process joining init_local's Ray"),
 }
 
 
