@@ -76,6 +76,9 @@ class RayStepCounter(RemoteStepCounter["ActorHandle[Any]"]):
         initial: The value of a counter this one creates.
         max_staleness: Seconds for which the value last read or written answers
             ``recent()``.
+        node: Where the counter's actor lives: ``"head"``, ``"local"`` or a node's ID.
+        reconnect_timeout: Seconds a call waits for a lost counter to come back before it
+            raises ``ConnectionError``.
     """
 
     _kind: ClassVar[str] = "RayStepCounter"
