@@ -59,6 +59,8 @@ class DaskStepCounter(RemoteStepCounter[int]):
         initial: The value of a counter this one creates.
         max_staleness: Seconds for which the value last read or written answers
             ``recent()``.
+        reconnect_timeout: Seconds a call waits for a lost counter to come back before it
+            raises ``ConnectionError``.
     """
 
     _kind: ClassVar[str] = "DaskStepCounter"
