@@ -152,6 +152,8 @@ ARGS = [
       for kind in (hookrun.MonitoredSession, hookrun.SingularMonitoredSession)
       for name, k, r in (("stop_grace_period", "seconds", True), ("hook_timeout", "seconds>0", False))),
     Arg(_call(hookrun.MonitoredSession, _factory), "recoverable", "exception-types", required=True, good=[KeyError]),
+    Arg(_call(hookrun.MonitoredSession, _factory), "retry_on", "exception-types", required=True, good=[KeyError]),
+    Arg(_trainer, "retry_on", "exception-types", required=True, good=(KeyError,)),
     Arg(_trainer, "is_chief", "flag"),
     Arg(_trainer, "recoverable", "exception-types", required=True, good=(KeyError,)),
     Arg(_trainer, "checkpoint_dir", "path"),

@@ -36,8 +36,9 @@ class SessionStatistics:
     recovered and run again counts once in each). ``sessions_created`` counts every
     successful creation, the first one included; ``recoveries`` the failed sessions
     replaced; ``recovery_seconds`` the time spent replacing them and
-    ``retry_wait_seconds`` the part of it (and of retried creations) spent sleeping
-    the retry policy's backoff. ``sampled_steps`` is how many steps were timed:
+    ``retry_wait_seconds`` the part of it (and of retried creations and runs) spent
+    sleeping the retry policy's backoff; ``step_retries`` the runs retried on the same
+    session (``retry_on``). ``sampled_steps`` is how many steps were timed:
     ``step`` and ``run`` (the session's own run) are their latencies, and each
     :class:`HookStatistics` holds its hook's, in the order of the hook list.
     ``mean_in_flight`` is the mean number of steps in flight since the first step
@@ -57,6 +58,7 @@ class SessionStatistics:
     run: Latency
     hooks: tuple[HookStatistics, ...]
     mean_in_flight: float = 0.0
+    step_retries: int = 0
 
     def hook(self, name: str, phase: str) -> HookStatistics:
         """The statistics of the hook called ``name`` in ``phase`` (the first, if several share it)."""
@@ -74,6 +76,7 @@ class SessionStatistics:
             f"{self.recoveries} recover{'ies' if self.recoveries != 1 else 'y'} "
             f"({_duration(self.recovery_seconds)}, {_duration(self.retry_wait_seconds)} waiting), "
             f"{self.sampled_steps} steps timed"
+            + ("" if not self.step_retries else f", {self.step_retries} runs retried")
             + f", {self.mean_in_flight:.2f} steps in flight on average"
         )
         rows: list[tuple[str, ...]] = [("", "calls", "errors", "timed", "mean", "p50", "p90", "p99", "max")]

@@ -167,6 +167,7 @@ class Collector:
         "sampled",
         "sessions_created",
         "step_hist",
+        "step_retries",
         "steps",
     )
 
@@ -190,6 +191,7 @@ class Collector:
         self.failures = {"before_run": 0, "run": 0, "after_run": 0}
         self.sessions_created = self.recoveries = self.sampled = 0
         self.recovery_seconds = self.retry_wait_seconds = 0.0
+        self.step_retries = 0  # runs retried on the same session (``retry_on``)
         self.step_hist, self.run_hist = Histogram(), Histogram()
         self._step_slot, self._run_slot = _Hist(self.step_hist), _Hist(self.run_hist)
         self._slots = {phase: [_Slot(call) for call in plan.calls] for phase, plan in plans.items()}
@@ -355,6 +357,7 @@ class Collector:
             recoveries=self.recoveries,
             recovery_seconds=self.recovery_seconds,
             retry_wait_seconds=self.retry_wait_seconds,
+            step_retries=self.step_retries,
             sampled_steps=self.sampled,
             step=self.step_hist.latency(),
             run=self.run_hist.latency(),

@@ -84,7 +84,7 @@ async def run_and_after(self: InFlight, step: Step) -> Any:
     self.check_cause(step)
     clock = stats.now
     run_started = clock()
-    values = await _raw_run(raw, step.keys, step.feeds or NO_FEEDS, merged, metadata)
+    values = await _raw_run(s, raw, step.keys, step.feeds or NO_FEEDS, merged, metadata)
     run_seconds = clock() - run_started
     values = _checked(raw, step.keys, values)
     results = None if step.shape is None else _nest.pack(step.shape, values)

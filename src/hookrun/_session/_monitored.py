@@ -100,7 +100,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         "_local", "_on_stop", "_before", "_after", "_step_done", "_counter", "_layout",
         "_time_before_run",
         # the rest (the public ``hooks`` and ``max_in_flight`` stay plain attributes)
-        "_create_session", "_grace", "_retry", "_recoverable",
+        "_create_session", "_grace", "_retry", "_recoverable", "_retry_on",
         "_dispatcher", "_begin", "_after_create", "_end", "_exits", "_hooked", "_step_hooks",
         "_inner_step", "_closing", "_backoff", "_ending", "_tg", "_broken",
     )
@@ -115,6 +115,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         hook_timeout: float | None = None,
         retry: RetryPolicy | None = None,
         recoverable: Iterable[type[BaseException]] = (),
+        retry_on: Iterable[type[BaseException]] = (),
         statistics: bool | StatisticsOptions = True,
         max_in_flight: int = 1,
     ) -> None:
@@ -132,6 +133,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         if not isinstance(self._retry, RetryPolicy):
             raise TypeError(f"retry must be a hookrun.RetryPolicy, got {type(retry).__name__}")
         self._recoverable = RECOVERABLE_TYPES + exception_types(recoverable)
+        #: Errors of the raw run retried on the same session (``_stepping.run_retrying``).
+        self._retry_on = exception_types(retry_on, "retry_on")
         self._dispatcher = Dispatcher(self.hooks, hook_timeout=hook_timeout, task_group=self._task_group)
         plans = self._dispatcher.plans
         self._stats = Collector(plans, statistics_options(statistics))
@@ -363,6 +366,9 @@ class MonitoredSession(_MonitoredSessionBase):
         stop_grace_period: Seconds the coordinator's tasks get to finish when the session closes.
         retry: How recovery waits and gives up. ``None``: ``RetryPolicy()``, retrying for ever.
         recoverable: More types of a lost session, besides ``AbortedError``, ``UnavailableError``.
+        retry_on: Errors of the session's run (a transient one, an HTTP 503 say) retried on
+            the same session, following ``retry``: no new session, and the hooks see the
+            step once.
         step_counter: The global step counter. ``None``: a new ``LocalStepCounter`` at 0.
         hook_timeout: Seconds an async hook call may take, then ``HookTimeoutError``.
         statistics: Keep statistics (``True``), none (``False``), or as ``StatisticsOptions`` say.
@@ -379,6 +385,7 @@ class MonitoredSession(_MonitoredSessionBase):
         stop_grace_period: float = 120.0,
         retry: RetryPolicy | None = None,
         recoverable: Iterable[type[BaseException]] = (),
+        retry_on: Iterable[type[BaseException]] = (),
         step_counter: StepCounter | None = None,
         hook_timeout: float | None = None,
         statistics: bool | StatisticsOptions = True,
@@ -392,6 +399,7 @@ class MonitoredSession(_MonitoredSessionBase):
             hook_timeout=hook_timeout,
             retry=retry,
             recoverable=recoverable,
+            retry_on=retry_on,
             statistics=statistics,
             max_in_flight=max_in_flight,
         )

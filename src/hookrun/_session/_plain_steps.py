@@ -74,6 +74,7 @@ class PlainSteps:
     _busy: bool
     _hook_stop: bool
     _recovers: bool
+    _retry_on: tuple[type[BaseException], ...]
     _coord: Coordinator | None
     _stats: Collector
     _raw: Any
@@ -101,6 +102,7 @@ class PlainSteps:
             self._state is not _OPEN or self._busy or self._hook_stop  # refused, or recovering first
             or (feed_dict is not None and type(feed_dict) is not dict)  # checked there
             or options is not None or stats.steps + 1 >= stats.next_sample  # timed, or with options
+            or self._retry_on  # its run may be retried
             or (self._recovers and self._coord.should_stop())  # type: ignore[union-attr]  # may recover
         ):
             return await type(self).run(self, fetches, feed_dict, options, run_metadata)  # type: ignore[attr-defined]  # the class's: the general way

@@ -32,7 +32,7 @@ import anyio
 from .._dispatch import _nest
 from .._dispatch._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
 from .._dispatch._start import Suspended, call_after, call_before, drive, start_one
-from .._errors import DeadlineExceededError
+from .._errors import CLEAN_STOP_TYPES, DeadlineExceededError
 from .._global_step import step_at_start
 from .._hook_protocol import (
     RunMetadata,
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .._dispatch._plan import Call, PhasePlan
     from .._global_step import LocalStepCounter, StepCounter
     from .._observe._statistics import Collector
+    from ._retry import RetryBudget
 
 __all__ = ["Stepping", "step_context_hooks"]
 
@@ -69,6 +70,7 @@ class Stepping:
     _layout: FetchLayout | None
     _on_stop: Callable[[], None]
     _stats: Collector
+    _retry_on: tuple[type[BaseException], ...]
 
     _step_hooks: tuple[Any, ...]
     _inner_step: Callable[..., Any]
@@ -112,10 +114,10 @@ class Stepping:
         metadata = RunMetadata() if run_metadata is None else run_metadata
         merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         try:  # _raw_run and _checked, inlined: a step after a wait pays for every call it makes
-            if merged is DEFAULT_OPTIONS:
+            if merged is DEFAULT_OPTIONS and not self._retry_on:
                 values = await raw.run(keys, feed_dict or NO_FEEDS, merged, metadata)
             else:
-                values = await _run_with_options(raw, keys, feed_dict or NO_FEEDS, merged, metadata)
+                values = await _raw_run(self, raw, keys, feed_dict or NO_FEEDS, merged, metadata)
             if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
                 values = check_values(raw, keys, values)
         except BaseException as exc:
@@ -141,7 +143,7 @@ class Stepping:
         clock = stats.clock
         started = clock()
         try:
-            values = _checked(raw, keys, await _raw_run(raw, keys, feed_dict or NO_FEEDS, merged, metadata))
+            values = _checked(raw, keys, await _raw_run(self, raw, keys, feed_dict or NO_FEEDS, merged, metadata))
         except BaseException as exc:
             stats.failed("run", exc)
             stats.end_sample(step, started, clock() - started, False)
@@ -221,10 +223,10 @@ class Stepping:
             if sampled:
                 run_started = stats.clock()
             try:  # _raw_run, inlined (as _checked below): a step after a wait pays for every call
-                if merged is DEFAULT_OPTIONS:
+                if merged is DEFAULT_OPTIONS and not self._retry_on:
                     values = await raw.run(keys, feeds or NO_FEEDS, merged, metadata)
                 else:
-                    values = await _run_with_options(raw, keys, feeds or NO_FEEDS, merged, metadata)
+                    values = await _raw_run(self, raw, keys, feeds or NO_FEEDS, merged, metadata)
             except KeyError as exc:  # a missing fetch: say which party asked for it
                 note_missing_fetch(exc, fetches, self._before.calls, requests or ())
                 raise
@@ -294,14 +296,48 @@ def _after_run_args(
 
 
 def _raw_run(
-    raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
+    session: Any, raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions,
+    metadata: RunMetadata,
 ) -> Awaitable[Any]:
     """The raw session's run of one step, to be awaited by the step itself (a coroutine
     layer of its own would cost about 0.1 us a step); the step checks the values it
-    returns: one per key (``_checked``)."""
+    returns: one per key (``_checked``). The steps that inline the common case (default
+    options, no ``retry_on``) call ``raw.run`` themselves and this otherwise."""
+    if session._retry_on:
+        return run_retrying(session, raw, keys, feeds, options, metadata)
     if options is DEFAULT_OPTIONS:
         return raw.run(keys, feeds, options, metadata)  # type: ignore[no-any-return]
     return _run_with_options(raw, keys, feeds, options, metadata)
+
+
+async def run_retrying(
+    session: Any, raw: Any, keys: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions,
+    metadata: RunMetadata,
+) -> Any:
+    """The raw run, run again on the same session while it raises an error of the session's
+    ``retry_on`` (waiting as its retry policy says, with a budget of the step's own); the
+    hooks see the step once. When the policy gives up, the last error is raised (and
+    recovers the session if it is also a recoverable one)."""
+    budget: RetryBudget | None = None
+    while True:
+        try:
+            if options is DEFAULT_OPTIONS:
+                return await raw.run(keys, feeds, options, metadata)
+            return await _run_with_options(raw, keys, feeds, options, metadata)
+        except session._retry_on as exc:
+            if isinstance(exc, CLEAN_STOP_TYPES):
+                raise
+            budget = budget or session._retry.budget()
+            stats = session._stats
+            started = stats.now()
+            try:
+                again = await budget.wait_to_retry(exc, action="retrying the step's run on the same session",
+                                                   step=session._step_now())
+            finally:
+                stats.retry_wait_seconds += stats.now() - started
+            if not again:
+                raise
+            stats.step_retries += 1
 
 
 def _checked(raw: Any, keys: Sequence[Hashable], values: Any) -> Sequence[Any]:

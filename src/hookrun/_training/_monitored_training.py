@@ -126,6 +126,8 @@ class MonitoredTrainingSession(MonitoredSession):
             retries for ever.
         recoverable: Exception types that mean a lost session too, besides ``AbortedError``
             and ``UnavailableError``.
+        retry_on: Errors of the session's run retried on the same session, following
+            ``retry`` (no new session; the hooks see the step once).
         hook_timeout: Seconds a call of an async hook method may take before
             ``HookTimeoutError``. ``None``: no limit.
         statistics: ``True`` keeps the session's statistics, ``False`` keeps none, a
@@ -157,6 +159,7 @@ class MonitoredTrainingSession(MonitoredSession):
         step_counter: StepCounter | None = None,
         retry: RetryPolicy | None = None,
         recoverable: Iterable[type[BaseException]] = (),
+        retry_on: Iterable[type[BaseException]] = (),
         hook_timeout: float | None = None,
         statistics: bool | StatisticsOptions = True,
         max_in_flight: int = 1,
@@ -197,6 +200,7 @@ class MonitoredTrainingSession(MonitoredSession):
             stop_grace_period=stop_grace_period_secs,
             retry=retry,
             recoverable=recoverable,
+            retry_on=retry_on,
             step_counter=step_counter,
             hook_timeout=hook_timeout,
             statistics=statistics,
