@@ -153,7 +153,7 @@ class InFlight:
             step.holds_lane = False
             self.pool.release(step.lane)
             if step.on_freed is not None:
-                step.on_freed()
+                step.on_freed(step)
 
     async def lane_again(self, step: Step) -> bool:
         """A step that failed is re-run on the lane it failed on: one that gave it back takes

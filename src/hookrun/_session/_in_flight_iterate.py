@@ -289,9 +289,12 @@ class InFlightIterator(StepIterator):
             with contextlib.suppress(RuntimeError):
                 self._start_admission()
 
-    def _lane_freed(self) -> None:
-        """A step's run returned and freed its lane: the next admission starts, if none is
-        under way and there is room."""
+    def _lane_freed(self, step: Step) -> None:
+        """A step's run returned and freed its lane: unless its ``after_run`` is next (then
+        the runner that runs it admits the next step right after, in the same job), the next
+        admission starts now, if none is under way and there is room."""
+        if step.number == self._engine.turn.next:
+            return
         if not self._admitting and self._may_admit():
             with contextlib.suppress(RuntimeError):  # the session's task group is closing
                 self._start_admission()

@@ -75,7 +75,7 @@ class Step:
         self.on_ran: Callable[[Any], None] | None = None
         self.on_admitted: Callable[[bool], None] | None = None
         #: Told when the step gives its lane back (``iterate``: the next admission may start).
-        self.on_freed: Callable[[], None] | None = None
+        self.on_freed: Callable[[Step], None] | None = None
 
     def leave_contexts(self, error: BaseException | None) -> None:
         """Leave the hooks' ``step_context``s of the attempt that ended (with ``error``, if it
