@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import anyio
@@ -21,7 +22,9 @@ async def test_pipeline_processes_every_item_exactly_once(
 ) -> None:
     """A worker killed in the middle of one item's transform (with up to ``in_flight`` items
     in flight, some of them on that worker): every item is written once, in order."""
-    before = set(dask_client.run(lambda: 0))  # the worker addresses now
+    # The worker processes now: a worker its nanny restarted may come back on the same
+    # address (a port freed by the kill can be handed out again), never with the same pid.
+    before = set(dask_client.run(os.getpid).values())
     with anyio.fail_after(120):
         sink = await dask_pipeline.main(
             30, address=dask_cluster.scheduler_address, lose_at=7, in_flight=in_flight, work_s=0.01
@@ -30,7 +33,7 @@ async def test_pipeline_processes_every_item_exactly_once(
     assert sorted(sink.rows) == list(range(30))
     assert sink.writes == 30
     assert sink.rows == {i: i % 7 + 1 for i in range(30)}
-    assert before - set(dask_client.run(lambda: 0)), "no worker was lost"
+    assert before - set(dask_client.run(os.getpid).values()), "no worker was lost"
 
 
 async def test_a_pipeline_started_again_resumes_from_its_last_checkpoint(
