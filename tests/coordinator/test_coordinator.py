@@ -1,4 +1,4 @@
-"""Tests of ``hookrun.Coordinator`` (SPEC §8; TF's coordinator_test.py, items 172-189)."""
+"""Tests of ``hookrun.Coordinator`` (and of TensorFlow's coordinator_test.py cases)."""
 
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ async def test_raise_keeps_original_traceback() -> None:
 
 
 async def test_plain_stop_does_not_mask_later_exception() -> None:
-    """A plain stop request followed by an exception still records it (SPEC §10)."""
+    """A plain stop request followed by an exception still records it (TensorFlow lost it)."""
     coord = Coordinator()
     coord.request_stop()
     coord.request_stop(ValueError("late"))

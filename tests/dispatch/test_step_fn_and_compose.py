@@ -1,4 +1,4 @@
-"""run_step_fn (SPEC §9), in_thread and sequential (SPEC §3), StepSession and the public surface."""
+"""run_step_fn, in_thread and sequential, StepSession and the public surface."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ async def test_step_fn_raw_runs_bypass_hooks_and_run_with_hooks_runs_them() -> N
 
 
 async def test_step_fn_request_stop_sets_should_stop() -> None:
-    """request_stop() in step_fn makes should_stop() True and a later run() raises (SPEC §9, differs from TF)."""
+    """request_stop() in step_fn makes should_stop() True and a later run() raises (differs from TF)."""
     hook = RecordingHook()
     async with MonitoredSession(ScriptedCreator({"a": 1}), [hook]) as sess:
         while not sess.should_stop():

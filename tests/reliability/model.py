@@ -1,5 +1,5 @@
 """Run a generated scenario on the real runtime, then replay it in a small sequential
-reference model of SPEC §2-§9 and compare.
+reference model of the documented behaviour and compare.
 
 The runtime side (``run_scenario``): every test hook logs ``start``/``done``/
 ``raised``/``cancelled``/``stop`` events keyed by hook, phase and call number; the

@@ -1,4 +1,4 @@
-"""Recovery (SPEC §7) and the retry policy, including TF's ◆ recovery checklist items."""
+"""Recovery and the retry policy, including TF's ◆ recovery checklist items."""
 
 from __future__ import annotations
 

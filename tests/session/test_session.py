@@ -1,4 +1,4 @@
-"""MonitoredSession: lifecycle, merging, stop, errors and closing (SPEC sections 2-6, TF checklist items)."""
+"""MonitoredSession: lifecycle, merging, stop, errors and closing (and TensorFlow's checklist items)."""
 
 from __future__ import annotations
 
