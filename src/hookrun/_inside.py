@@ -15,24 +15,18 @@ it ends, on every way out; nothing else sets it but ``forget_steps``.
 
 from __future__ import annotations
 
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 
-__all__ = ["STEPS_GET", "STEPS_RESET", "STEPS_SET", "enter_step", "forget_steps", "inside_error", "inside_step", "leave_step"]
+__all__ = ["STEPS_GET", "STEPS_RESET", "STEPS_SET", "forget_steps", "inside_error", "inside_step"]
 
 #: The sessions whose steps the running code is inside of, outermost first.
 _STEPS: ContextVar[tuple[object, ...]] = ContextVar("hookrun_inside_steps", default=())
 _get, _set = _STEPS.get, _STEPS.set
 
 
-def enter_step(session: object) -> Token[tuple[object, ...]]:
-    """The running code is now inside a step of ``session``; ``leave_step`` with the token.
-    (The one-step entries inline it as ``STEPS_SET((*STEPS_GET(), session))``: a call less on
-    every step.)"""
-    return _set((*_get(), session))
-
-
-leave_step = _STEPS.reset
-#: For the hot paths: ``token = STEPS_SET((*STEPS_GET(), session))`` ... ``STEPS_RESET(token)``.
+#: A step sets it with ``token = STEPS_SET((*STEPS_GET(), session))`` and leaves it with
+#: ``STEPS_RESET(token)`` in a ``finally``; spelled out in each entry, as a call less on
+#: every step counts on the hot path.
 STEPS_GET, STEPS_SET, STEPS_RESET = _get, _set, _STEPS.reset
 
 

@@ -41,8 +41,8 @@ from .._dispatch._wake import Wakers
 from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
 from .._hook_protocol import RunMetadata, RunOptions
-from .._inside import enter_step, inside_error, inside_step, leave_step
-from ._in_flight_phases import before_phase, failed, run_and_after
+from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET, inside_error, inside_step
+from ._in_flight_phases import before_phase, count_failure, run_and_after
 from ._in_flight_step import Rescope, Step
 from ._lane_sessions import LaneSessions
 from ._lanes import Lane, LanePool, Occupancy, PhaseLock, Tickets, Turnstile
@@ -292,19 +292,10 @@ class InFlight:
     async def _before(self, step: Step) -> None:
         """The step's ``before_run`` phase (under the lock); its errors are counted."""
         try:
-            await self._before_phase(step)
+            await before_phase(self, step)
         except BaseException as exc:
-            self._failed(step, exc)
+            count_failure(self, step, exc)
             raise
-
-    def _failed(self, step: Step, exc: BaseException) -> None:
-        failed(self, step, exc)
-
-    async def _before_phase(self, step: Step) -> None:
-        await before_phase(self, step)
-
-    async def _run_and_after(self, step: Step) -> Any:
-        return await run_and_after(self, step)
 
     async def attempt(self, step: Step, budget: RetryBudget | None, *, admitted: bool) -> Any:
         """One attempt at the rest of a step (``before_run`` again unless ``admitted``)."""
@@ -314,9 +305,9 @@ class InFlight:
                 await self._before(step)
             self.unhold(step)
         try:
-            return await self._run_and_after(step)
+            return await run_and_after(self, step)
         except BaseException as exc:
-            self._failed(step, exc)
+            count_failure(self, step, exc)
             raise
 
     async def finish(self, step: Step, budget: RetryBudget | None = None, failed: Exception | None = None) -> Any:
@@ -386,7 +377,7 @@ class InFlight:
         the step."""
         ended = True
         error: BaseException | None = None
-        inside = enter_step(self.s)
+        inside = STEPS_SET((*STEPS_GET(), self.s))
         try:
             return await self._run_in_scope(step, again)
         except Rescope:
@@ -404,7 +395,7 @@ class InFlight:
             if ended:
                 step.leave_contexts(error)
                 self.end(step)
-            leave_step(inside)
+            STEPS_RESET(inside)
 
     async def _run_in_scope(self, step: Step, again: Rescope | None) -> tuple[bool, Any]:
         """The step under ``step.scope``, entered: admission unless ``again`` (it goes on

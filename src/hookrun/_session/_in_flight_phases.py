@@ -1,7 +1,7 @@
 """The phases of one step in flight, for the engine (``_in_flight.py``): ``before_phase``
 (the step's ``step_context``s entered, its ``before_run`` calls, their requests merged),
 ``run_and_after`` (the raw run, the lane freed, then in step order the step counter and
-``after_run``), ``failed`` (an attempt's failure counted) and ``sharing`` (how many steps
+``after_run``), ``count_failure`` (an attempt's failure counted) and ``sharing`` (how many steps
 shared a timed step's time).
 
 Invariants: ``before_run`` and ``after_run`` run under the engine's phase lock (one hook
@@ -23,12 +23,12 @@ if TYPE_CHECKING:
     from ._in_flight import InFlight
     from ._in_flight_step import Step
 
-__all__ = ["before_phase", "failed", "run_and_after", "sharing"]
+__all__ = ["before_phase", "count_failure", "run_and_after", "sharing"]
 
 _new_tuple = tuple.__new__
 
 
-def failed(self: InFlight, step: Step, exc: BaseException) -> None:
+def count_failure(self: InFlight, step: Step, exc: BaseException) -> None:
     """``step``'s attempt failed with ``exc``: counted, and a timed step's timing ends."""
     stats = self.s._stats
     stats.failed(step.where, exc)

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._errors import RunAfterStopError
 from .._hook_protocol import RunMetadata, RunOptions
-from .._inside import enter_step, leave_step
+from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET
 from ._checks import check_step_fn
 from ._in_flight import InFlight
 from ._in_flight_step import Step
@@ -30,7 +30,7 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
     self.check_entry("run_step_fn()")
     step = await self.take_lane((None, None, None, None))
     s = self.s
-    inside = enter_step(s)
+    inside = STEPS_SET((*STEPS_GET(), s))
     try:
         with step.scope:
             budget = await self.ready(step, None)
@@ -47,7 +47,7 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
                         raise
         raise self.cancelled_error(step)
     finally:
-        leave_step(inside)
+        STEPS_RESET(inside)
         self.end(step)
 
 
