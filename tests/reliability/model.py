@@ -154,7 +154,7 @@ def _token(phase: str, args: tuple[Any, ...]) -> object:
     if phase in _RUN_PHASES:
         return args[0]
     if phase == "after_create_session":
-        return args[1]
+        return args[0]  # the new session (the coordinator is the monitored session's one)
     return None
 
 
@@ -719,7 +719,8 @@ class Model:
         return out
 
     def tasks(self) -> int:
-        return 1 if self.state == "open" and self.current is not None else 0
+        # The coordinator's host: one per monitored session, from its first session to its close.
+        return 1 if self.state == "open" and self.sessions else 0
 
     def act(self, action: Any, observed: tuple[Any, ...], number: int) -> tuple[Any, ...]:
         if action.kind == "should_stop":

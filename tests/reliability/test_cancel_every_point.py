@@ -137,11 +137,10 @@ async def run_cancelled_at(points: int, lanes: int) -> bool:
         with anyio.fail_after(5):
             assert await sess.run("x") == 1  # usable after a cancelled run() or iterate()
         # A lane whose re-creation the cancellation cut stays without a session until a step
-        # lands on it (that run() may have used another lane). With one lane its coordinator
-        # went with it; with lanes the session's one coordinator stays. Closing calls end
-        # unless no lane has a session (with one lane: its session is missing).
+        # lands on it (that run() may have used another lane); the session's one coordinator
+        # stays, at every N. Closing calls end unless no lane has a session.
         lost = lost_lanes(creator, lanes)
-        assert idle_tasks() == entered - (lost if lanes == 1 else 0)  # the coordinator's host
+        assert idle_tasks() == entered  # the coordinator's host
     assert len(anyio.get_running_tasks()) == baseline
     assert all(hook.calls.count("begin") == 1 for hook in hooks)
     assert all(hook.calls.count("end") == (0 if lost == lanes else 1) for hook in hooks)

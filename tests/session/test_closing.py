@@ -134,7 +134,7 @@ async def test_an_error_closing_the_failed_session_does_not_stop_recovery(
             assert hook.count("after_create_session") == 2
     assert [s.closed_in for s in creator.sessions] == [["main"], ["main"]]
     assert any(
-        "closing a failed session (recovery goes on)" in r.getMessage()
+        "closing the session (recovery goes on)" in r.getMessage()
         and "session 0" in r.getMessage()
         for r in caplog.records
     )

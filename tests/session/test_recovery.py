@@ -23,7 +23,8 @@ NO_WAIT = RetryPolicy(initial_delay=0, jitter=False)
 
 
 async def test_session_error_recreates_session_and_reruns_the_step() -> None:
-    """An AbortedError from the session: new session, after_create_session again, no second begin (◆41, ◆64)."""
+    """An AbortedError from the session: new session, after_create_session again with the same
+    coordinator, no second begin (◆41, ◆64)."""
     hook = RecordingHook(request=hookrun.SessionRunArgs("a"))
     session_creator = ScriptedCreator({"a": 1}, session_errors={0: {0: AbortedError("preempted")}})
     async with MonitoredSession(session_creator, [hook], retry=NO_WAIT) as sess:
@@ -36,7 +37,7 @@ async def test_session_error_recreates_session_and_reruns_the_step() -> None:
         "after_create_session", "before_run", "after_run", "end",
     ]
     assert hook.calls[3].args["session"] is second
-    assert hook.calls[1].args["coord"] is not hook.calls[3].args["coord"]
+    assert hook.calls[1].args["coord"] is hook.calls[3].args["coord"]  # one per monitored session
 
 
 @pytest.mark.parametrize("error", [AbortedError("a"), UnavailableError("u")])

@@ -6,12 +6,14 @@ import itertools
 
 import pytest
 
-from hookrun._session._state import CLOSABLE, STEPPABLE, TRANSITIONS, State, move
+from hookrun._session._state import ALLOWS, CLOSABLE, STEPPABLE, TRANSITIONS, State, move
 
 
-def test_every_state_has_its_changes_listed() -> None:
-    assert set(TRANSITIONS) == set(State)
-    assert {State.OPEN, State.RECOVERING, State.BROKEN} == STEPPABLE
+def test_every_state_has_its_changes_and_what_it_allows_listed() -> None:
+    """Every state is in both tables; only an open session steps (recovery is a lane's, not a state)."""
+    assert set(TRANSITIONS) == set(State) == set(ALLOWS)
+    assert {State.OPEN} == STEPPABLE
+    assert {state for state, allowed in ALLOWS.items() if "recover" in allowed} == {State.OPEN}
 
 
 @pytest.mark.parametrize(("current", "new"), list(itertools.product(State, State)))

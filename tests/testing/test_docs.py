@@ -132,7 +132,7 @@ async def test_cancelled_at_every_schedule_point(drive: Drive) -> None:
                              errors={1: "aborted"}, cancel_after=points)
         if not record.cancelled:  # drive() checked: every session closed, no call running
             break
-    assert points > 10
+    assert points > 5  # the life has that many points at least: the sweep went through them
 # --8<-- [end:cancellation]
 
 

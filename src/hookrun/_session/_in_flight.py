@@ -62,7 +62,9 @@ class InFlight:
     def __init__(self, session: Any, creator: object, n: int) -> None:
         self.s = session
         self.n = n
-        self.lanes = [Lane(i) for i in range(n)]
+        #: The lanes and their raw sessions, the coordinator and the phase lock: the session's.
+        self.sessions: LaneSessions = session._sessions
+        self.lanes = self.sessions.lanes
         self.wakers = Wakers()  # for the lanes, the turnstile, the iterators and their runners
         self.pool = LanePool(self.lanes, self.wakers)
         self.occupancy = Occupancy(session._stats.now)
@@ -71,9 +73,8 @@ class InFlight:
         self.tickets = Tickets(self.window, self.wakers)
         self.turn = Turnstile(self.wakers)
         session._stats.spread(n)
-        self.sessions = LaneSessions(session, creator, self.lanes, self.phase)
         self.steps: set[Step] = set()
-        self._lock = PhaseLock(self.wakers)
+        self._lock: PhaseLock = self.sessions.lock
         self._next: int | None = None  # the next step's number; None: read the counter
         self._counted = 0  # the number the counter was last moved to (valid while _next is set)
         self._held: Step | None = None  # a step whose first before_run phase failed
@@ -85,16 +86,6 @@ class InFlight:
         return self._lock
 
     # -- the session's view -----------------------------------------------------------------
-
-    def should_stop(self) -> bool:
-        s = self.s
-        if s._state is not State.OPEN or s._hook_stop:
-            return s._state is not State.NEW  # before ``async with`` nothing asked to stop yet
-        coord = self.sessions.coord
-        if coord is None or not coord.should_stop():  # the common case
-            return False
-        held = coord.exception
-        return not (s._recovers and held is not None and s._is_recoverable(held))
 
     def check_entry(self, what: str) -> None:
         """``check_open``, and refuse a call from inside one of the session's own steps."""
@@ -233,10 +224,10 @@ class InFlight:
         s, lane = self.s, step.lane
         coord = self.sessions.coord
         held = coord.exception if coord is not None and coord.should_stop() else None
-        if lane.raw is not None and not (held is not None and s._is_recoverable(held)):
+        if not lane.renew and not (held is not None and s._is_recoverable(held)):
             return budget
         budget = budget or s._retry.budget()
-        if lane.raw is None:
+        if lane.renew:
             await self.sessions.create(lane, budget)
         else:
             assert held is not None and coord is not None

@@ -237,7 +237,7 @@ class InFlightIterator(StepIterator):
         engine = self._engine
         step: Step | None = None
         try:
-            if self._exhausted or engine.should_stop():
+            if self._exhausted or engine.s.should_stop():
                 self._exhausted = True
             elif not self._async_items and engine.free():  # neither the feed nor the lane waits
                 step = engine.take_free_lane((self._fetches, _own(self._take_feed()), None, None), scope)

@@ -1,13 +1,12 @@
 """Setting a monitored session up for steps in flight (``max_in_flight=N``): the argument
 checked, the hooks checked (each must declare ``overlapping_steps = True``), and, for
-``N > 1``, the session's entry points handed to the engine (``_in_flight.py``) once, at
-construction: a session with one lane never runs any of it.
+``N > 1``, the engine (``_in_flight.py``) the session's entry points go to, made once,
+at construction.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +14,9 @@ from .._dispatch._plan import hook_name
 
 if TYPE_CHECKING:
     from .._observe._report import SessionStatistics
+    from ._in_flight import InFlight
 
-__all__ = ["check_max_in_flight", "install_in_flight", "overlapping", "with_occupancy"]
+__all__ = ["check_max_in_flight", "in_flight_engine", "overlapping", "with_occupancy"]
 
 
 def check_max_in_flight(owner: str, value: object, hooks: Sequence[object]) -> int:
@@ -43,20 +43,12 @@ def overlapping(hook: object) -> bool:
     return getattr(hook, "overlapping_steps", False) is True
 
 
-def install_in_flight(session: Any, creator: object, n: int) -> None:
-    """Hand the session's entry points to a steps-in-flight engine with ``n`` lanes."""
+def in_flight_engine(session: Any, creator: object, n: int) -> InFlight:
+    """The steps-in-flight engine of a session with ``n`` lanes, which its entry points
+    (``run``, ``iterate``, ``run_step_fn``) go to."""
     from ._in_flight import InFlight
-    from ._in_flight_iterate import InFlightIterator
-    from ._in_flight_step_fn import run_step_fn
 
     engine = InFlight(session, creator, n)
-    session._in_flight = engine
-    session.run = engine.run
-    session.run_step_fn = functools.partial(run_step_fn, engine)
-    session.should_stop = engine.should_stop
-    session._create = engine.sessions.create_all
-    session._close_current = engine.sessions.close_all
-    session._backoff = engine.sessions.backoffs
     # A creator that restores lanes and a hook that saves them learn how to reach every
     # lane's raw session (``CheckpointSaverHook``, ``ChiefSessionCreator``).
     lanes = engine.lanes
@@ -64,18 +56,7 @@ def install_in_flight(session: Any, creator: object, n: int) -> None:
         bind = getattr(party, "bind_lanes", None)
         if bind is not None:
             bind(lambda: [lane.raw for lane in lanes])
-
-    def iterate(fetches: object = None, feeds: object = None, *, ordered: bool = True) -> InFlightIterator:
-        from .._validate import check_flag
-        from ._iterate import check_feeds
-
-        check_flag("iterate(): ordered", ordered)
-        engine.check_entry("iterate()")
-        check_feeds(feeds, fetches)
-        return InFlightIterator(engine, fetches, feeds, ordered=ordered)
-
-    iterate.__doc__ = type(session).iterate.__doc__
-    session.iterate = iterate
+    return engine
 
 
 def with_occupancy(session: Any, snapshot: SessionStatistics) -> SessionStatistics:

@@ -23,16 +23,26 @@ __all__ = ["Lane", "LanePool", "Occupancy", "PhaseLock", "Tickets", "Turnstile"]
 
 
 class Lane:
-    """One lane: its raw session (``None`` while it has none)."""
+    """One lane: its raw session and whether it must be (re)created before its next step.
 
-    __slots__ = ("index", "raw")
+    ``raw`` is ``None`` while the lane has no session (not created yet, closed, or
+    re-creating it failed: ``broken`` says with what). ``renew`` is true until a session
+    is created, and again from the moment a step on it fails with a recoverable error,
+    before anything is awaited: a recovery that is interrupted (cancelled) leaves it
+    set, so the next step on the lane replaces the session first.
+    """
+
+    __slots__ = ("broken", "index", "raw", "renew")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.raw: Any = None
+        self.renew = True
+        self.broken: BaseException | None = None
 
     def __repr__(self) -> str:
-        return f"Lane({self.index}, {'no session' if self.raw is None else type(self.raw).__name__})"
+        state = "no session" if self.raw is None else type(self.raw).__name__ + (", failed" if self.renew else "")
+        return f"Lane({self.index}, {state})"
 
 
 class _Waiter:

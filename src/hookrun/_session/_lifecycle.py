@@ -33,20 +33,19 @@ no session after it, closes the one created meanwhile (``after_create_session`` 
 ``SessionClosedError``; the body never runs.
 
 Invariants: every created session and coordinator is closed exactly once
-(``_close_current`` takes them off the session before closing them); ``end`` never
+(``LaneSessions`` takes them off the lanes before closing them); ``end`` never
 receives ``None``; a clean close raises the first error closing met (the others as
 notes); a close after an error adds them to that error as notes instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from .._coordinator._tasks import close_hosted
 from .._dispatch._workers import WorkerPool
 from .._errors import CLEAN_STOP_TYPES, SessionClosedError
 from .._inside import inside_error, inside_step
@@ -64,7 +63,8 @@ if TYPE_CHECKING:
     from .._dispatch._plan import PhasePlan
     from .._observe._statistics import Collector
     from ._exits import ExitHooks
-    from ._retry import RetryBudget, RetryPolicy
+    from ._lane_sessions import LaneSessions
+    from ._retry import RetryPolicy
 
 __all__ = ["Lifecycle"]
 
@@ -84,17 +84,15 @@ class Lifecycle:
     _retry: RetryPolicy
     _raw: Any
     _coord: Coordinator | None
-    _broken: BaseException | None
+    _sessions: LaneSessions
     _grace: float
     _stats: Collector
     _busy: bool
     _step_done: anyio.Event | None
     _closing: anyio.Event | None
-    _backoff: anyio.CancelScope | None
     _ending: anyio.CancelScope | None
 
     _recovers: bool
-    _create: Callable[[RetryBudget], Coroutine[Any, Any, None]]  # Recovering's (_recovering.py)
     _is_recoverable: Callable[[BaseException], bool]  # Recovering's
     _step_now: Callable[[], int | None]  # the session's (_monitored.py)
 
@@ -115,7 +113,7 @@ class Lifecycle:
         try:
             await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
             if self._state is State.ENTERING:  # not closed by another task meanwhile
-                await self._create(self._retry.budget())
+                await self._sessions.create_all(self._retry.budget())
             if self._state is State.CLOSED:  # another task closed it: close what was created since
                 await self._close_current(raise_errors=False)
                 raise SessionClosedError(f"{type(self).__name__} was closed while it was being entered")
@@ -192,8 +190,7 @@ class Lifecycle:
     async def _close_now(self, *, call_end: bool, error: BaseException | None) -> None:
         """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
         was, self._state = self._state, move(self._state, State.CLOSED)
-        if self._backoff is not None:  # another task waits to retry: it stops waiting at once
-            self._backoff.cancel()
+        self._sessions.backoffs.cancel()  # another task waits to retry: it stops waiting at once
         if not call_end and self._busy:  # an error or a cancellation: the steps in flight end first
             await self._abandon_steps(error)
         failures: list[BaseException] = []
@@ -244,9 +241,11 @@ class Lifecycle:
     ) -> bool:
         """Wait for a step running in another task, then every hook's ``end`` (its errors go
         to ``failures``); whether ``end`` was called."""
-        if call_end and was is State.OPEN and self._busy:
+        if call_end and was is State.OPEN and self._busy and not all(lane.renew for lane in self._sessions.lanes):
             # A step runs in another task (no new one starts: the state is CLOSED): end and
             # close after it, never under it. Cancelled while waiting: close without end.
+            # Not for steps renewing their lanes: they stop at the close (a wait to retry is
+            # cut short, a session created after it is closed at once).
             self._step_done = anyio.Event()
             try:
                 await self._step_done.wait()  # set by the step's end (``run``, ``run_step_fn``)
@@ -255,14 +254,15 @@ class Lifecycle:
         if call_end and self._raw is None:
             # No session to end with (re-creating it failed, or it is being created in
             # another task): ``end`` never receives None.
-            if self._broken is not None:
-                why = f"re-creating it failed: {self._broken!r}"
+            broken = self._sessions.broken()
+            if broken is not None:
+                why = f"re-creating it failed: {broken!r}"
             else:  # another task is creating it: entering, or recovering
                 why = "it is being created" if self._stats.sessions_created == 0 else "it is being re-created"
             log_warning("closing without a session (%s); the hooks' end is not called", why, step=self._step_now())
             call_end = False
         # Every hook either ends or hears why not: ``on_exception``, shielded (``_exits.py``).
-        await self._exits.settle(self._raw, ending=call_end, exception=error or self._broken, step=self._step_now())
+        await self._exits.settle(self._raw, ending=call_end, exception=error or self._sessions.broken(), step=self._step_now())
         if not call_end or not self._end.calls:
             return call_end
         # The phase's workers run in a task group of this task, not the session's: the
@@ -284,42 +284,10 @@ class Lifecycle:
                 raise stopped
         return True
 
-    async def _close_current(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
-        """Close the current coordinator and session (shielded, bounded by the grace period).
-
-        With ``log_session_errors`` (recovery), an error closing the raw session is logged, not returned.
-        """
-        coord, raw = self._coord, self._raw
-        self._coord = self._raw = None
-        failures: list[BaseException] = []
-        with anyio.move_on_after(2 * self._grace + 1.0, shield=True) as scope:
-            if coord is not None:
-                try:
-                    await close_hosted(coord, self._grace)
-                except Exception as exc:
-                    if log_session_errors or not self._left_recoverable(exc):  # recovery sorts its own
-                        failures.append(exc)
-            if raw is not None:
-                try:
-                    await _aclose(raw)
-                except Exception as exc:
-                    if not log_session_errors:
-                        failures.append(exc)
-                    else:  # recovery closes a failed session: its close errors must not stop recovery
-                        log_warning(
-                            "error while closing a failed session (recovery goes on): %r", exc, exc_info=exc,
-                            step=self._step_now(),
-                        )
-        if scope.cancelled_caught:
-            log_warning(
-                "closing the session took longer than stop_grace_period=%ss; gave up waiting",
-                self._grace, step=self._step_now(),
-            )
-        if not raise_errors:
-            for failure in failures:
-                log_warning("error while closing a session: %r", failure, exc_info=failure, step=self._step_now())
-            return []
-        return failures
+    async def _close_current(self, *, raise_errors: bool) -> list[BaseException]:
+        """Close the coordinator and every lane's session (shielded, bounded by the grace
+        period): their errors, or logged unless ``raise_errors``."""
+        return await self._sessions.close_all(raise_errors=raise_errors)
 
     def _left_recoverable(self, exc: Exception) -> bool:
         """A recoverable error a background task recorded is still held as the session
@@ -346,18 +314,3 @@ class Lifecycle:
         if self._tg is None:
             raise SessionClosedError(f"{type(self).__name__} is not open")
         return self._tg
-
-
-async def _aclose(raw: object) -> None:
-    # ``aclose()``, or a TensorFlow-style ``close()`` (a plain one in a worker thread).
-    from ._closing import close_session  # on first use: keeps `import hookrun` light
-
-    await close_session(raw)
-
-
-async def _aclose_logged(raw: object) -> None:
-    try:
-        await _aclose(raw)
-    except Exception as exc:
-        log_warning("error while closing a session: %r", exc, exc_info=exc)
-

@@ -2,26 +2,14 @@
 constructor and accessors, and the entry points of a step (``run``, ``iterate``,
 ``run_step_fn``, behind ``_admit``, the one check before a step starts).
 
-A monitored session is one class made of mixins, one concept per module:
-
-====================  ================================================================
-module                owns
-====================  ================================================================
-``_monitored.py``     the public classes, the constructor, starting a step, stopping
-``_lifecycle.py``     ``Lifecycle``: entering (``begin``, the first session) and
-                      closing (``end``, the coordinator, the session, the task group)
-``_recovering.py``    ``Recovering``: creating a session; replacing a failed one
-``_stepping.py``      ``Stepping``: the step bodies (no state changes)
-``_state.py``         ``State``, its changes (``move``)
-``_in_flight*.py``    steps in flight (``max_in_flight > 1``): the engine the entry
-                      points are handed to at construction; ``_lanes.py`` and
-                      ``_lane_sessions.py`` hold its lanes and their raw sessions
-====================  ================================================================
-
-The states (NEW, ENTERING, OPEN, RECOVERING, BROKEN, CLOSED), what each means and which changes
-of state exist are drawn in ``_state.py``, whose ``move`` makes every change and refuses
-any other. ``_lifecycle.py`` makes the first and the last changes (entering, closing),
-``_recovering.py`` the ones in between.
+A monitored session composes ``LaneSessions`` (``_lane_sessions.py``: its lanes, each
+owning one raw session from creation to close, and its one coordinator) and, with
+``max_in_flight > 1``, the steps-in-flight engine its entry points go to
+(``_in_flight*.py``); its mixins are entering and closing (``_lifecycle.py``),
+recovering a lane (``_recovering.py``) and the steps of one lane at a time
+(``_stepping.py``, ``_plain_steps.py``). The states (NEW, ENTERING, OPEN, CLOSED), what
+each allows and which changes exist are tabled in ``_state.py``, whose ``move`` makes
+every change; ``_lifecycle.py`` makes them all.
 
 Orthogonal to the state: ``_busy`` (a step is running; a clean close from another
 task waits for it, on ``_step_done``) and ``_hook_stop`` (a hook requested stop:
@@ -65,8 +53,11 @@ from .._validate import (
 from ._checks import check_step_fn
 from ._exits import ExitHooks
 from ._factories import creator_function
-from ._in_flight_setup import check_max_in_flight, install_in_flight, with_occupancy
+from ._in_flight_iterate import InFlightIterator
+from ._in_flight_setup import check_max_in_flight, in_flight_engine, with_occupancy
+from ._in_flight_step_fn import run_step_fn as in_flight_step_fn
 from ._iterate import StepIterator, check_feeds
+from ._lane_sessions import LaneSessions
 from ._lifecycle import Lifecycle
 from ._plain_steps import PlainSteps, plain_steps
 from ._recovering import Recovering
@@ -102,7 +93,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         # the rest (the public ``hooks`` and ``max_in_flight`` stay plain attributes)
         "_create_session", "_grace", "_retry", "_recoverable", "_retry_on",
         "_dispatcher", "_begin", "_after_create", "_end", "_exits", "_hooked", "_step_hooks",
-        "_inner_step", "_closing", "_backoff", "_ending", "_tg", "_broken",
+        "_inner_step", "_closing", "_ending", "_tg", "_lane", "_sessions", "_in_flight",
     )
 
     def __init__(
@@ -156,7 +147,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
         #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
-        if type(self).run is _MonitoredSessionBase.run and plain_steps(self):  # unless a subclass has its own
+        if max_in_flight == 1 and type(self).run is _MonitoredSessionBase.run and plain_steps(self):
             self.run = self._run_plain_steps  # type: ignore[method-assign]  # see _plain_steps.py
         self._state = State.NEW
         self._busy = False
@@ -164,16 +155,15 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         self._step_done: anyio.Event | None = None
         #: Set once a close is done (``_lifecycle.py``); None until one starts.
         self._closing: anyio.Event | None = None
-        #: The wait to retry under way, if any (``_recovering.py``); a close cancels it.
-        self._backoff: anyio.CancelScope | None = None
         #: The scope of the hooks' end while a close runs it (``_lifecycle.py``).
         self._ending: anyio.CancelScope | None = None
         self._hook_stop = False
         self._tg: TaskGroup | None = None
         self._raw: Any = None
         self._coord: Coordinator | None = None
-        #: Why there is no session (BROKEN): the error re-creating it failed with, if any.
-        self._broken: BaseException | None = None
+        #: The lanes' raw sessions and the one coordinator, at every N (``_lane_sessions.py``).
+        self._sessions = LaneSessions(self, session_creator, self.max_in_flight)
+        self._lane = self._sessions.lanes[0]  # the lane a step of one lane at a time runs on
         self._on_stop = self._set_hook_stop
         # A creator that restores into the session (ChiefSessionCreator) and a hook that
         # saves it (CheckpointSaverHook) learn its hooks and counter.
@@ -186,8 +176,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
                     f"{type(party).__name__}.bind_session returned an awaitable: it is called once, "
                     "synchronously, when the monitored session is constructed; make it a plain method",
                 )
-        if max_in_flight > 1:  # steps in flight: the entry points are the engine's (``_in_flight.py``)
-            install_in_flight(self, session_creator, max_in_flight)
+        #: With steps in flight, the engine the entry points go to (``_in_flight.py``).
+        self._in_flight = None if max_in_flight == 1 else in_flight_engine(self, session_creator, max_in_flight)
 
     def __repr__(self) -> str:
         names = ", ".join(hook_name(hook) for hook in self.hooks)
@@ -236,15 +226,11 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         (False before ``async with``: nothing asked to stop yet)."""
         state = self._state
         if state is _OPEN and not self._hook_stop:  # the common case first: identity checks only
+            # (a failed lane is not a stop: a MonitoredSession's next run() recovers first)
             return self._coord.should_stop() and not (  # type: ignore[union-attr]  # OPEN: it exists
                 self._recovers and self._held_recoverable() is not None
             )
-        if state is State.NEW:  # nothing asked to stop yet (TensorFlow's is made open)
-            return False
-        if state not in _STEPPABLE or self._hook_stop:
-            return True
-        # RECOVERING or BROKEN: a MonitoredSession's next run() recovers first.
-        return not self._recovers
+        return state is not State.NEW  # nothing asked to stop yet (TensorFlow's is made open)
 
     def _set_hook_stop(self) -> None:
         self._hook_stop = True
@@ -273,7 +259,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
     def _refuse_broken(self) -> None:
         self._admit("run()")
         raise SessionClosedError(
-            f"{type(self).__name__} has no session: re-creating it failed with {self._broken!r}"
+            f"{type(self).__name__} has no session: re-creating it failed with {self._sessions.broken()!r}"
         )
 
     async def run(
@@ -284,8 +270,9 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         run_metadata: RunMetadata | None = None,
     ) -> Any:
         """One step: before_run → session run → after_run; returns the caller's fetches."""
-        open_ = self._state is _OPEN
-        if not open_ or self._busy or self._hook_stop:
+        if self._in_flight is not None:  # on a free lane, waiting for one
+            return await self._in_flight.run(fetches, feed_dict, options, run_metadata)
+        if self._state is not _OPEN or self._busy or self._hook_stop:
             self._admit("run()")
         if feed_dict is not None and type(feed_dict) is not dict:
             check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
@@ -294,7 +281,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         try:
             if not self._recovers:
                 return await self._step(fetches, feed_dict, options, run_metadata)
-            if not open_ or self._coord.should_stop():  # type: ignore[union-attr]  # OPEN: it exists
+            if self._lane.renew or self._coord.should_stop():  # type: ignore[union-attr]  # OPEN: it exists
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
             try:
                 return await self._step(fetches, feed_dict, options, run_metadata)
@@ -323,6 +310,10 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         while the loop body runs, until 2 N results wait to be taken (``aclose()`` stops).
         """
         check_flag("iterate(): ordered", ordered)
+        if self._in_flight is not None:
+            self._in_flight.check_entry("iterate()")
+            check_feeds(feeds, fetches)
+            return InFlightIterator(self._in_flight, fetches, feeds, ordered=ordered)
         if self._state not in _STEPPABLE or inside_step(self):
             self._admit("iterate()")
         check_feeds(feeds, fetches)
@@ -331,6 +322,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
     async def run_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
         """Call ``step_fn(step_context)`` (async) and return its value; recovered calls get
         a context with the new session."""
+        if self._in_flight is not None:  # on a free lane, waiting for one
+            return await in_flight_step_fn(self._in_flight, step_fn)  # type: ignore[no-any-return]
         check_step_fn(step_fn)
         self._admit("run_step_fn()")
         self._busy = True

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .._dispatch._plan import PhasePlan
     from .._global_step import LocalStepCounter
     from .._observe._statistics import Collector
+    from ._lanes import Lane
 
 __all__ = ["PlainSteps", "plain_steps"]
 
@@ -78,6 +79,7 @@ class PlainSteps:
     _coord: Coordinator | None
     _stats: Collector
     _raw: Any
+    _lane: Lane
     _local: LocalStepCounter | None
     _before: PhasePlan
     _after: PhasePlan
@@ -103,7 +105,7 @@ class PlainSteps:
             or (feed_dict is not None and type(feed_dict) is not dict)  # checked there
             or options is not None or stats.steps + 1 >= stats.next_sample  # timed, or with options
             or self._retry_on  # its run may be retried
-            or (self._recovers and self._coord.should_stop())  # type: ignore[union-attr]  # may recover
+            or (self._recovers and (self._lane.renew or self._coord.should_stop()))  # type: ignore[union-attr]
         ):
             return await type(self).run(self, fetches, feed_dict, options, run_metadata)  # type: ignore[attr-defined]  # the class's: the general way
         self._busy = True

@@ -1,45 +1,34 @@
-"""Creating the session and recovering from a failed one: ``Recovering``, a mixin of the
-session (``_monitored.py``; the attributes it reads are declared below, set by the
-constructor). How often and how patiently to retry is ``RetryPolicy`` (``_retry.py``).
+"""Recovering a monitored session's one lane: ``Recovering``, a mixin of the session
+(``_monitored.py``; the attributes it reads are declared below, set by the
+constructor). How often and how patiently to retry is ``RetryPolicy`` (``_retry.py``);
+the lane's raw session is created, replaced and closed by ``LaneSessions``
+(``_lane_sessions.py``), at every ``max_in_flight``.
 
-``_create`` makes a raw session and its coordinator and runs every hook's
-``after_create_session``; a ``MonitoredSession`` retries its recoverable errors per the
-retry budget. When a step fails with a recoverable error (its own, or one a background
-task recorded in the coordinator), ``_fail_over`` moves OPEN → RECOVERING at once, before
-anything is awaited; ``_recover`` closes the failed session and its coordinator (no
-``end``: RECOVERING → BROKEN) and creates new ones (BROKEN → OPEN, the only way back).
-``_with_recovery`` runs a whole call (a step, a step function) until it succeeds,
-recovering before each attempt that needs it, or until the policy gives up.
+When a step fails with a recoverable error (its own, or one a background task recorded
+in the coordinator), ``_fail_over`` marks the lane for renewal at once, before anything is
+awaited; ``_recover`` waits as the retry policy says, closes the failed session (no
+``end``) and creates a new one (``after_create_session`` again, with the same
+coordinator). ``_with_recovery`` runs a whole call (a step, a step function) until it
+succeeds, recovering before each attempt that needs it, or until the policy gives up.
 
-Invariants: a recovery that is interrupted (cancelled) leaves RECOVERING or BROKEN, so
-the next call resumes it; a session created after another task closed the monitored
-session is closed at once (``SessionClosedError``), never left open, and a close cuts a
-wait to retry short (``SessionClosedError``, from the error it waited after);
-``_broken`` holds why there is no session; the time spent recovering and waiting to
-retry is counted in the statistics.
+Invariants: a recovery that is interrupted (cancelled) leaves the lane marked for
+renewal, so the next call resumes it; a recoverable error the coordinator holds is
+taken (cleared) by the recovery made for it; the lane's ``broken`` holds why it has no
+session; the time spent recovering and waiting to retry is counted in the statistics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
-
-from .._coordinator._tasks import Coordinator, open_hosted
 from .._errors import SessionClosedError
-from .._log import log_warning
-from ._checks import check_session
-from ._lifecycle import _aclose_logged
-from ._state import State, move
+from ._state import ALLOWS, State
 
 if TYPE_CHECKING:
-    from anyio.abc import TaskGroup
-
-    from .._dispatch._dispatcher import Dispatcher
-    from .._dispatch._plan import PhasePlan
-    from .._global_step import StepCounter
-    from .._observe._statistics import Collector
+    from .._coordinator._tasks import Coordinator
+    from ._lane_sessions import LaneSessions
+    from ._lanes import Lane
     from ._retry import RetryBudget, RetryPolicy
 
 __all__ = ["Recovering"]
@@ -49,117 +38,32 @@ T = TypeVar("T")
 
 
 class Recovering:
-    """Creation and recovery of a monitored session (a mixin: the attributes below are its)."""
+    """Recovery of a monitored session's lane (a mixin: the attributes below are its)."""
 
     _recovers: bool
-    _create_session: Callable[[], Awaitable[Any]]
-    _counter: StepCounter
     _retry: RetryPolicy
     _recoverable: tuple[type[BaseException], ...]
     _state: State
-    _tg: TaskGroup | None
-    _dispatcher: Dispatcher
-    _after_create: PhasePlan
-    _stats: Collector
     _raw: Any
     _coord: Coordinator | None
-    _broken: BaseException | None
-    #: The scope of a wait to retry under way (set only while waiting): a close cancels it.
-    _backoff: anyio.CancelScope | None
-
-    _close_current: Callable[..., Coroutine[Any, Any, list[BaseException]]]  # Lifecycle's (_lifecycle.py)
-    _step_now: Callable[[], int | None]  # the session's (_monitored.py)
-
-    async def _create(self, budget: RetryBudget) -> None:
-        """Create a session and its coordinator, retrying recoverable errors per ``budget``."""
-        while True:
-            try:
-                await self._create_once()
-                return
-            except Exception as exc:
-                if not (self._recovers and self._is_recoverable(exc)):
-                    raise
-                if not await self._wait_to_retry(budget, exc, "creating the session failed; retrying"):
-                    raise
-
-    async def _wait_to_retry(
-        self, budget: RetryBudget, cause: BaseException, action: str, *, recovery: bool = False
-    ) -> bool:
-        """``budget.wait_to_retry``, its time counted in the statistics (with ``recovery``,
-        a wait before ``_recover``, as recovery time too; waits inside it are already)."""
-        stats = self._stats
-        started = stats.now()
-        try:
-            with anyio.CancelScope() as self._backoff:  # a close from another task cuts it short
-                return await budget.wait_to_retry(cause, action=action, step=self._step_now())
-        finally:
-            self._backoff = None
-            waited = stats.now() - started
-            stats.retry_wait_seconds += waited
-            if recovery:
-                stats.recovery_seconds += waited
-        raise SessionClosedError(f"{type(self).__name__} was closed while it waited to retry") from cause
-
-    async def _create_once(self) -> None:
-        raw = await self._create_session()
-        try:
-            check_session(raw)
-            # Default clean-stop types: a background task ending its input with
-            # OutOfRangeError / StopAsyncIteration / EndOfStream ends the session cleanly.
-            coord = Coordinator(step_counter=self._counter)
-            assert self._tg is not None
-            await open_hosted(coord, self._tg)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await _aclose_logged(raw)
-            raise
-        self._raw, self._coord = raw, coord
-        try:
-            await self._dispatcher.run(self._after_create, [(raw, coord)] * len(self._after_create.calls))
-        except BaseException:
-            await self._close_current(raise_errors=False)
-            raise
-        self._stats.sessions_created += 1
+    _lane: Lane
+    _sessions: LaneSessions
 
     def _fail_over(self) -> None:
-        """The current session failed with a recoverable error: replace it before the next step."""
+        """The lane's session failed with a recoverable error: replace it before the next step."""
         if self._state is State.OPEN:
-            self._state = move(self._state, State.RECOVERING)
+            self._lane.renew = True
 
-    async def _recover(self, budget: RetryBudget) -> None:
-        """The one way from RECOVERING or BROKEN back to OPEN: close the failed session and
-        its coordinator (no ``end``), create new ones (``after_create_session`` again)."""
-        stats = self._stats
-        started = stats.now()
-        try:
-            await self._replace_session(budget)
-        finally:
-            stats.recovery_seconds += stats.now() - started
-        stats.recoveries += 1
-
-    async def _replace_session(self, budget: RetryBudget) -> None:
-        if self._state is State.CLOSED:  # closed by another task while the step waited to retry
+    async def _recover(self, budget: RetryBudget, cause: BaseException | None) -> bool:
+        """Replace the lane's session: wait as ``budget`` says after ``cause`` (none: an
+        interrupted recovery resumed, at once), then close it and create a new one. False
+        when the policy gives up."""
+        if "recover" not in ALLOWS[self._state]:  # closed by another task while the step waited to retry
             raise SessionClosedError(f"{type(self).__name__} was closed before it re-created its session")
-        if self._state is State.RECOVERING:
-            self._state = move(self._state, State.BROKEN)
-            coord_error = self._coord.exception if self._coord is not None else None
-            for exc in await self._close_current(raise_errors=True, log_session_errors=True):
-                if self._is_recoverable(exc):  # the coordinator's own (or the cause itself)
-                    if exc is not coord_error:
-                        log_warning("error while closing a failed session: %r", exc, step=self._step_now())
-                    continue
-                self._broken = exc
-                raise exc
-        try:
-            await self._create(budget)
-        except BaseException as exc:
-            self._broken = exc
-            raise
-        if self._state is State.CLOSED:  # closed by another task while the session was created
-            await self._close_current(raise_errors=False)
-            raise SessionClosedError(f"{type(self).__name__} was closed while it re-created its session")
-        self._broken = None
-        self._state = move(self._state, State.OPEN)
+        held = self._held_recoverable()
+        if held is not None:  # recovered from now: the coordinator forgets it
+            self._coord.clear_stop()  # type: ignore[union-attr]  # it holds an error: it exists
+        return await self._sessions.recover(self._lane, cause or held, budget, waited=cause is None)
 
     def _is_recoverable(self, exc: BaseException) -> bool:
         return isinstance(exc, self._recoverable)
@@ -177,7 +81,7 @@ class Recovering:
         return exc if self._is_recoverable(exc) else self._held_recoverable()
 
     def _needs_recovery(self) -> bool:
-        return self._state is not State.OPEN or self._held_recoverable() is not None
+        return self._lane.renew or self._held_recoverable() is not None
 
     async def _with_recovery(
         self, attempt: Callable[..., Awaitable[T]], *args: Any, failed: BaseException | None = None
@@ -196,17 +100,16 @@ class Recovering:
                     ) from failed
                 self._fail_over()
                 budget = budget or self._retry.budget()
-                if not await self._wait_to_retry(budget, cause, "recovering: re-creating the session", recovery=True):
+                if not await self._recover(budget, cause):
                     raise cause from (failed if cause is not failed else None)
                 failed = None
             try:
                 if self._needs_recovery():
                     held = self._held_recoverable()
-                    if held is not None and self._state is State.OPEN:
+                    if held is not None and not self._lane.renew:
                         raise held  # recorded by a background task: recover from it, per the policy
                     budget = budget or self._retry.budget()
-                    await self._recover(budget)
+                    await self._recover(budget, None)
                 return await attempt(*args)
             except Exception as exc:
                 failed = exc
-

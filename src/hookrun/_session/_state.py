@@ -1,38 +1,43 @@
-"""The states of a monitored session and the one place that changes them.
+"""The states of a monitored session, what each allows, and the one place that changes them.
 
 =============  ====================================================================
 state          meaning
 =============  ====================================================================
 NEW            built, not entered yet
-ENTERING       ``__aenter__`` is running ``begin`` or creating the first session; no
-               step may start yet (from another task), a close wins
-OPEN           a raw session and its coordinator exist; steps run on them
-RECOVERING     the current session failed with a recoverable error: it is still
-               there, to be closed (no ``end``) and replaced before the next step
-BROKEN         no session: re-creating it failed or was interrupted; the next
-               step of a ``MonitoredSession`` creates it again
+ENTERING       ``__aenter__`` is running ``begin`` or creating the lanes' sessions;
+               no step may start yet (from another task), a close wins
+OPEN           the coordinator exists; steps run on the lanes (a lane whose session
+               failed is replaced by the next step on it: ``Lane.failed``)
 CLOSED         closed for good (``aclose``/``__aexit__``)
 =============  ====================================================================
+
+What each state allows (``ALLOWS``; a call refused says why, ``_monitored.py``):
+
+=============  ======  =========  =======  ===========================
+state          run     iterate    close    recover a lane
+=============  ======  =========  =======  ===========================
+NEW            no      no         nothing  no
+ENTERING       no      no         yes      (creating the first ones)
+OPEN           yes     yes        yes      yes
+CLOSED         no      no         nothing  no
+=============  ======  =========  =======  ===========================
 
 Every change of state goes through :func:`move`, which refuses any change not in
 ``TRANSITIONS`` (a bug in the runtime, never a user error):
 
 * NEW → ENTERING → OPEN: ``__aenter__`` (``_lifecycle.py``) runs ``begin``, then
-  creates the first session;
-* OPEN → RECOVERING: the moment a step fails with a recoverable error, before
-  anything is awaited, so a recovery that is interrupted (cancelled) is resumed by
-  the next ``run()`` (``_recovering.py``);
-* RECOVERING → BROKEN once the failed session is closed, BROKEN → OPEN once a new
-  one is created (``_recover`` in ``_recovering.py``, the only way back);
-* ENTERING, OPEN, RECOVERING or BROKEN → CLOSED: closing (``_lifecycle.py``), also
-  when entering fails.
+  creates every lane's session;
+* ENTERING or OPEN → CLOSED: closing (``_lifecycle.py``), also when entering fails.
+
+Recovery is not a state of the session: a lane's session is replaced while the other
+lanes go on (``_recovering.py``, ``_lane_sessions.py``).
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["CLOSABLE", "STEPPABLE", "TRANSITIONS", "State", "move"]
+__all__ = ["ALLOWS", "CLOSABLE", "STEPPABLE", "TRANSITIONS", "State", "move"]
 
 
 class State(enum.Enum):
@@ -41,24 +46,29 @@ class State(enum.Enum):
     NEW = "new"
     ENTERING = "entering"
     OPEN = "open"
-    RECOVERING = "recovering"
-    BROKEN = "broken"
     CLOSED = "closed"
 
 
-#: States in which a step may start (RECOVERING and BROKEN: after recovering first).
-STEPPABLE = frozenset({State.OPEN, State.RECOVERING, State.BROKEN})
+#: What each state allows: a step (``run``, ``iterate``, ``run_step_fn``), a close that
+#: has something to do, a lane's recovery.
+ALLOWS: dict[State, frozenset[str]] = {
+    State.NEW: frozenset(),
+    State.ENTERING: frozenset({"close"}),
+    State.OPEN: frozenset({"step", "close", "recover"}),
+    State.CLOSED: frozenset(),
+}
 
-#: States a close has something to do in: every state but NEW and CLOSED.
-CLOSABLE = STEPPABLE | {State.ENTERING}
+#: States in which a step may start.
+STEPPABLE = frozenset(state for state, allowed in ALLOWS.items() if "step" in allowed)
+
+#: States a close has something to do in.
+CLOSABLE = frozenset(state for state, allowed in ALLOWS.items() if "close" in allowed)
 
 #: The changes of state that exist: from each state, the states it may change to.
 TRANSITIONS: dict[State, frozenset[State]] = {
     State.NEW: frozenset({State.ENTERING}),
     State.ENTERING: frozenset({State.OPEN, State.CLOSED}),
-    State.OPEN: frozenset({State.RECOVERING, State.CLOSED}),
-    State.RECOVERING: frozenset({State.BROKEN, State.CLOSED}),
-    State.BROKEN: frozenset({State.OPEN, State.CLOSED}),
+    State.OPEN: frozenset({State.CLOSED}),
     State.CLOSED: frozenset(),
 }
 

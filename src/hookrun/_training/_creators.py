@@ -177,6 +177,10 @@ class ChiefSessionCreator:
                 "step into: give the creator to a MonitoredSession (which binds its own), or make "
                 "it with step_counter=... to call create_session() yourself"
             )
+        for hook in self._hooks:  # a checkpoint still being written is the newest: read it once durable
+            wait_saved = getattr(hook, "wait_saved", None)
+            if wait_saved is not None:
+                await wait_saved()
         restored = await self._read()
         session = await call_factory(self.factory)
         try:

@@ -197,19 +197,21 @@ class CheckpointSaverHook(SessionRunHook):
         """Save at the current step, unless the newest valid checkpoint is of that step (the
         one just restored); a listener's stop request is ignored here.
 
-        With steps in flight (several lanes, one coordinator), the hook keeps the
+        With one lane every new session is adopted (a recovery restored the step counter
+        with it). With steps in flight (several lanes, one coordinator), the hook keeps the
         coordinator it has while that one runs: another lane's new session is neither
         adopted nor saved (its state was just restored from an older checkpoint, and the
         lanes still running are ahead)."""
         current = self._coord
-        if current is not None and not getattr(current, "should_stop", lambda: True)():
+        if self._lanes is not None and current is not None and not getattr(current, "should_stop", lambda: True)():
             return  # another lane's session: the coordinator in use still runs
         if self.restore_best and not is_checkpointable(session):
             raise TypeError(
                 f"CheckpointSaverHook: restore_best loads the best state into the session, but "
                 f"{session!r} has no state_dict() and load_state_dict()"
             )
-        self._coord, self._writing = coord, None  # the previous coordinator's tasks are over
+        await self.wait_saved()  # a save still under way (the coordinator outlives a recovery)
+        self._coord, self._writing = coord, None
         self._metric = self._metric_step = None  # fetched from a session that is gone
         counter = step_counter_of(coord)
         step = 0 if counter is None else await counter.get()
