@@ -125,9 +125,6 @@ class InFlight:
     async def take_lane(self, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None = None) -> Step:
         """A step holding a ticket and a free lane (waits for them, in that order), under
         ``scope`` (default: a new one); the session is busy until it ends."""
-        if self.tickets.free() and self.pool.free():  # neither waits: no coroutine
-            self.tickets.take()
-            return self._holding(self.pool.take(), args, scope)
         await self.tickets.acquire()
         try:
             lane = await self.pool.acquire()
@@ -353,21 +350,6 @@ class InFlight:
             return False
         return s._recovers and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
 
-    async def run_step(self, step: Step) -> tuple[bool, Any]:
-        """A whole step on the lane it holds, under its own cancel scope (a new one after a
-        ``Rescope``): ``(False, None)`` when a stop kept it from being admitted, else
-        ``(True, results)``. Ends the step."""
-        again: Rescope | None = None
-        while True:
-            out: tuple[bool, Any] | Rescope | None = None
-            with step.scope:
-                out = await step_body(self, step, again)
-            if out is None:  # cancelled by another step's failure (the step ended)
-                raise self.cancelled_error(step)
-            if not isinstance(out, Rescope):
-                return out
-            again, step.scope = out, self.new_scope()
-
     # -- the public entry points -----------------------------------------------------------
 
     async def run(
@@ -380,8 +362,19 @@ class InFlight:
             from .._hook_protocol import check_feed_dict
 
             check_feed_dict(feed_dict, "the caller")
-        step = await self.take_lane((fetches, feed_dict, options, run_metadata))
-        admitted, results = await self.run_step(step)
+        args = (fetches, feed_dict, options, run_metadata)
+        step = self.take_free_lane(args, self.new_scope()) if self.free() else await self.take_lane(args)
+        again: Rescope | None = None
+        while True:  # the step under its own cancel scope, a new one after a ``Rescope``
+            out: tuple[bool, Any] | Rescope | None = None
+            with step.scope:
+                out = await step_body(self, step, again)
+            if out is None:  # cancelled by another step's failure (the step ended)
+                raise self.cancelled_error(step)
+            if not isinstance(out, Rescope):
+                break
+            again, step.scope = out, self.new_scope()
+        admitted, results = out
         if not admitted:
             self.check_open("run()")  # says why
             raise RunAfterStopError(f"{type(self.s).__name__}.run() called after the session stopped")

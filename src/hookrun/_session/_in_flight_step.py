@@ -76,7 +76,7 @@ class Step:
         self.merged: RunOptions = DEFAULT_OPTIONS
         self.metadata: RunMetadata | None = None
         #: Told the results as soon as the raw run returned (``iterate(ordered=False)``), and
-        #: when ``run_step``'s admission is over (True: whole), for ``iterate``'s next one.
+        #: when ``step_body``'s admission is over (True: whole), for ``iterate``'s next one.
         self.on_ran: Callable[[Any], None] | None = None
         self.on_admitted: Callable[[bool], None] | None = None
         #: Told when the step gives its lane back (``iterate``: the next admission may start).
