@@ -1,7 +1,8 @@
 """Steps in flight: the engine of a monitored session made with ``max_in_flight=N > 1``.
 
 The session has N lanes (``_lanes.py``), each with its own raw session
-(``_lane_sessions.py``), and one coordinator. A step goes through:
+(``_lane_sessions.py``), and one coordinator. A step goes through (its body, in one
+coroutine with its admission and its run: ``step_body`` in ``_in_flight_phases.py``):
 
 1. admission (``admit``): a ticket (at most ``2 N`` steps admitted and not yet ended),
    a free lane (waiting for both: back-pressure), then the phase lock; a stop requested
@@ -27,7 +28,9 @@ other step in flight (they raise a ``RuntimeError`` saying which step failed, an
 no hook phase and no raw run) and propagates. Every step, however it ends, gives its
 lane, ticket and number up, leaves its hooks' ``step_context``s and marks its run context
 ended. Its hook phases run under its cancel scope: a hook failing beside a waiting one
-cancels it to stop the phase, so the step recovers under a new one (``Rescope``).
+cancels it to stop the phase, so the step recovers under a new one (``step_body`` returns
+a ``Rescope`` to its caller, which enters one). A step's cancel scope is entered by its
+caller: one a step for ``run``, one for the steps an ``iterate`` runner runs in turn.
 """
 
 from __future__ import annotations
