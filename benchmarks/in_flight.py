@@ -1,6 +1,6 @@
 """Steps in flight, run on demand: the throughput of ``max_in_flight=N`` against a step that waits.
 
-    python -m benchmarks.in_flight [--quick] [--backends asyncio,uvloop,trio] [--json PATH]
+    python -m benchmarks.in_flight [--quick] [--backends asyncio,uvloop,trio] [--shapes 10ms_n256,...] [--json PATH]
     python -m benchmarks.in_flight --engine dask|ray [--quick] [--json PATH]
 
 In process, per backend (rounds alternating between backends), every case drives
@@ -85,10 +85,10 @@ def shape_name(seconds: float | None, in_flight: int) -> str:
     return f"{round(seconds * 1000)}ms_n{in_flight}"
 
 
-def cases(steps: Mapping[tuple[float | None, int], int]) -> list[Case]:
+def cases(steps: Mapping[tuple[float | None, int], int], shapes: Sequence[tuple[float | None, int]] = SHAPES) -> list[Case]:
     """Every shape's hookrun case next to its hand-written loop."""
     out = []
-    for shape in SHAPES:
+    for shape in shapes:
         name = shape_name(*shape)
         out += [
             hookrun_case(f"hookrun_{name}", *shape, steps[shape]),
@@ -108,10 +108,10 @@ def _over(case: str, base: str) -> RoundFn:
     return lambda r: r[base] / r[case]
 
 
-def summarise(m: Measurement) -> dict[str, Any]:
+def summarise(m: Measurement, shapes: Sequence[tuple[float | None, int]] = SHAPES) -> dict[str, Any]:
     """Per shape: steps/s of both, their efficiencies and hookrun over the loop (pair-wise)."""
     out: dict[str, Any] = {}
-    for seconds, n in SHAPES:
+    for seconds, n in shapes:
         name = shape_name(seconds, n)
         ours, tasks, loop = f"hookrun_{name}", f"tasks_{name}", f"loop_{name}"
         ideal = n / mean_latency(seconds, m.steps[ours])
@@ -134,9 +134,13 @@ def verdicts(backends: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for backend, data in backends.items():
         for shape, target in EFFICIENCY_TARGETS.items():
+            if shape_name(*shape) not in data:
+                continue
             median = data[shape_name(*shape)]["hookrun_efficiency"]["median"]
             out[f"efficiency_{shape_name(*shape)}_{backend}"] = {"target": f">= {target}", "median": median, "met": median >= target}
         for shape, target in OVER_LOOP_TARGETS.items():
+            if shape_name(*shape) not in data:
+                continue
             median = data[shape_name(*shape)]["hookrun_over_loop"]["median"]
             out[f"over_loop_{shape_name(*shape)}_{backend}"] = {"target": f">= {target}", "median": median, "met": median >= target}
     return out
@@ -148,7 +152,8 @@ async def _round(chosen: list[Case], into: Measurement, log: Any) -> None:
 
 def in_process(args: argparse.Namespace) -> dict[str, Any]:
     """Round r of every backend runs before round r + 1 of any (a fresh event loop each)."""
-    chosen = cases(QUICK_STEPS if args.quick else FULL_STEPS)
+    shapes = _shapes(args.shapes)
+    chosen = cases(QUICK_STEPS if args.quick else FULL_STEPS, shapes)
     measurements = {b: Measurement() for b in _backends(args.backends)}
     skipped: dict[str, str] = {}
     for _ in range(args.rounds):
@@ -164,7 +169,7 @@ def in_process(args: argparse.Namespace) -> dict[str, Any]:
             except ImportError as exc:
                 skipped[backend] = f"skipped: {exc}"
                 del measurements[backend]
-    backends = {b: summarise(m) for b, m in measurements.items()}
+    backends = {b: summarise(m, shapes) for b, m in measurements.items()}
     return {"backends": backends, "skipped": skipped, "targets": verdicts(backends)}
 
 
@@ -174,6 +179,18 @@ def _backends(spec: str) -> list[str]:
         if backend not in BACKENDS:
             raise SystemExit(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     return chosen
+
+
+def _shapes(spec: str | None) -> list[tuple[float | None, int]]:
+    """The shapes named in ``spec`` (comma-separated, as the JSON names them), or every one."""
+    if spec is None:
+        return list(SHAPES)
+    names = {shape_name(*shape): shape for shape in SHAPES}
+    chosen = [name.strip() for name in spec.split(",") if name.strip()]
+    for name in chosen:
+        if name not in names:
+            raise SystemExit(f"unknown shape {name!r}; choose from {', '.join(names)}")
+    return [names[name] for name in chosen]
 
 
 def render(result: Mapping[str, Any]) -> str:
@@ -234,6 +251,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.in_flight", description=__doc__.split("\n\n")[0])
     p.add_argument("--engine", choices=("dask", "ray"), help="items per second on a local cluster instead")
     p.add_argument("--backends", default="asyncio,uvloop,trio", help="comma-separated: asyncio,uvloop,trio")
+    p.add_argument("--shapes", help="comma-separated shapes to run (e.g. 10ms_n256,10ms_n1024; default: every one)")
     p.add_argument("--rounds", type=int, help="rounds (default 7, --engine 3, --quick 1)")
     p.add_argument("--items", type=int, help="--engine: items per run (default 80 for Dask, 120 for Ray)")
     p.add_argument("--work-ms", type=float, help="--engine: the step's work on its worker or actor, ms (default 50)")

@@ -1,7 +1,8 @@
 """Steps in flight: the engine of a monitored session made with ``max_in_flight=N > 1``.
 
 The session has N lanes (``_lanes.py``), each with its own raw session
-(``_lane_sessions.py``), and one coordinator. A step goes through:
+(``_lane_sessions.py``), and one coordinator. A step goes through (its body, in one
+coroutine with its admission and its run: ``step_body`` in ``_in_flight_phases.py``):
 
 1. admission (``admit``): a ticket (at most ``2 N`` steps admitted and not yet ended),
    a free lane (waiting for both: back-pressure), then the phase lock; a stop requested
@@ -27,7 +28,9 @@ other step in flight (they raise a ``RuntimeError`` saying which step failed, an
 no hook phase and no raw run) and propagates. Every step, however it ends, gives its
 lane, ticket and number up, leaves its hooks' ``step_context``s and marks its run context
 ended. Its hook phases run under its cancel scope: a hook failing beside a waiting one
-cancels it to stop the phase, so the step recovers under a new one (``Rescope``).
+cancels it to stop the phase, so the step recovers under a new one (``step_body`` returns
+a ``Rescope`` to its caller, which enters one). A step's cancel scope is entered by its
+caller: one a step for ``run``, one for the steps an ``iterate`` runner runs in turn.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from .._dispatch._wake import Wakers
 from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
 from .._hook_protocol import RunMetadata, RunOptions
-from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET, inside_error, inside_step
-from ._in_flight_phases import before_phase, count_failure, run_and_after
+from .._inside import inside_error, inside_step
+from ._in_flight_phases import count_failure, end_before, start_before, step_body
 from ._in_flight_step import Rescope, Step
 from ._lane_sessions import LaneSessions
 from ._lanes import Lane, LanePool, Occupancy, PhaseLock, Tickets, Turnstile
@@ -238,16 +241,18 @@ class InFlight:
                 raise held
         return budget
 
-    # -- one step ---------------------------------------------------------------------------
+    # -- one step (its body: ``step_body``, in ``_in_flight_phases.py``) ------------------------
 
     async def admit(self, step: Step) -> bool:
         """Admission: the ``before_run`` phase under the phase lock, with the step's number.
         False: a stop was requested (or the session closed) before it was admitted."""
-        s = self.s
+        s, lock = self.s, self._lock
         while True:
             if self._resume is not None:  # an earlier step's first before_run failed: it goes first
                 await self._resume.wait()
-            async with self.phase():
+            if not lock.try_take():
+                await lock.acquire()
+            try:
                 self.check_cause(step)
                 if self._resume is not None:  # held while this step waited for the lock
                     continue
@@ -261,11 +266,18 @@ class InFlight:
                     self.turn.restart(self._next)
                 step.number = self._next
                 self._next += 1
-                try:
-                    await self._before(step)
-                except Exception:
-                    self._held, self._resume = step, anyio.Event()
+                try:  # the before_run phase (``before``, inlined)
+                    started = start_before(self, step)
+                    if started is not None and type(started) is not list:  # a call suspended
+                        started = await started
+                    end_before(self, step, started)
+                except BaseException as exc:
+                    count_failure(self, step, exc)
+                    if isinstance(exc, Exception):
+                        self._held, self._resume = step, anyio.Event()
                     raise
+            finally:
+                lock.release()
             return True
 
     def unhold(self, step: Step) -> None:
@@ -280,50 +292,37 @@ class InFlight:
         if step.cause is not None:
             raise self.cancelled_error(step)
 
-    async def _before(self, step: Step) -> None:
+    async def before(self, step: Step) -> None:
         """The step's ``before_run`` phase (under the lock); its errors are counted."""
         try:
-            await before_phase(self, step)
+            started = start_before(self, step)
+            if started is not None and type(started) is not list:  # a call suspended
+                started = await started
+            end_before(self, step, started)
         except BaseException as exc:
             count_failure(self, step, exc)
             raise
 
-    async def attempt(self, step: Step, budget: RetryBudget | None, *, admitted: bool) -> Any:
-        """One attempt at the rest of a step (``before_run`` again unless ``admitted``)."""
-        if not admitted:
-            async with self.phase():
-                self.check_cause(step)
-                await self._before(step)
-            self.unhold(step)
-        try:
-            return await run_and_after(self, step)
-        except BaseException as exc:
-            count_failure(self, step, exc)
-            raise
-
-    async def finish(self, step: Step, budget: RetryBudget | None = None, failed: Exception | None = None) -> Any:
-        """The step after admission (``failed``: its admission's error), recovering its lane
-        per the retry policy; any other error is raised (a clean-stop one stops admission)."""
+    async def after_failure(self, step: Step, failed: Exception, budget: RetryBudget | None) -> RetryBudget | Rescope:
+        """``step``'s admission or attempt failed with ``failed``: the budget to re-run it
+        with, its lane recovered per the retry policy; a ``Rescope`` when a failing hook
+        cancelled its scope (it recovers under a new one). Any other error is raised (a
+        clean-stop one stops admission; one that does not recover cancels the other steps)."""
         s = self.s
-        while True:
-            if failed is not None:
-                if isinstance(failed, CLEAN_STOP_TYPES):
-                    s._set_hook_stop()
-                    raise failed
-                if not self.recovers_from(step, failed):
-                    self.fail_others(step, failed)
-                    raise failed
-                if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
-                    raise Rescope(failed, budget)  # nothing more can wait under that scope
-                step.leave_contexts(failed)  # the attempt is over; the re-run enters them anew
-                budget = budget or s._retry.budget()
-                if not await self._recover(step, failed, budget):
-                    self.fail_others(step, failed)
-                    raise failed
-            try:
-                return await self.attempt(step, budget, admitted=failed is None)
-            except Exception as exc:
-                failed = exc
+        if isinstance(failed, CLEAN_STOP_TYPES):
+            s._set_hook_stop()
+            raise failed
+        if not self.recovers_from(step, failed):
+            self.fail_others(step, failed)
+            raise failed
+        if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
+            return Rescope(failed, budget)  # nothing more can wait under that scope
+        step.leave_contexts(failed)  # the attempt is over; the re-run enters them anew
+        budget = budget or s._retry.budget()
+        if not await self._recover(step, failed, budget):
+            self.fail_others(step, failed)
+            raise failed
+        return budget
 
     async def _recover(self, step: Step, failed: BaseException, budget: RetryBudget) -> bool:
         """Re-create the lane ``step`` failed on, for its re-run there; False when the retry
@@ -345,70 +344,6 @@ class InFlight:
             return False
         return s._recovers and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
 
-    async def run_step(self, step: Step) -> tuple[bool, Any]:
-        """A whole step on the lane it holds, under its own cancel scope: ``(False, None)``
-        when a stop kept it from being admitted, else ``(True, results)``. Ends the step."""
-        again: Rescope | None = None
-        while True:
-            try:
-                with step.scope:
-                    return await self.run_sharing_scope(step, again)
-                raise self.cancelled_error(step)  # cancelled by another step's failure (the step ended)
-            except Rescope as exc:  # recover, and go on, under a new scope
-                again = exc
-                step.scope = self.new_scope()
-
-    async def run_sharing_scope(self, step: Step, again: Rescope | None = None) -> tuple[bool, Any]:
-        """The step under ``step.scope``, which the caller entered: ``run_step`` enters one
-        a step, ``iterate``'s runners one for the steps they run one after another (entering
-        one a step costs about 4 us on asyncio). A cancellation of that scope goes through
-        as it is, for the caller's scope to catch (the step then failed with
-        ``cancelled_error``), and so does ``Rescope``: the step is not over, and goes on
-        when the caller, under a new scope, calls again with it. Every other way out ends
-        the step."""
-        ended = True
-        error: BaseException | None = None
-        inside = STEPS_SET((*STEPS_GET(), self.s))
-        try:
-            return await self._run_in_scope(step, again)
-        except Rescope:
-            ended = False
-            raise
-        except Exception as exc:
-            error = exc
-            if step.cause is None and not isinstance(exc, CLEAN_STOP_TYPES):
-                self.fail_others(step, exc)
-            raise
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            if ended:
-                step.leave_contexts(error)
-                self.end(step)
-            STEPS_RESET(inside)
-
-    async def _run_in_scope(self, step: Step, again: Rescope | None) -> tuple[bool, Any]:
-        """The step under ``step.scope``, entered: admission unless ``again`` (it goes on
-        from a recovery), then ``finish``."""
-        if again is not None:
-            return True, await self.finish(step, again.budget, again.error)
-        whole = False
-        failed: Exception | None = None
-        budget: RetryBudget | None = None
-        try:
-            budget = await self.ready(step, None)
-            try:
-                whole = await self.admit(step)
-            except Exception as exc:
-                failed = exc
-        finally:
-            if step.on_admitted is not None:
-                step.on_admitted(whole)
-        if not (whole or failed):
-            return False, None
-        return True, await self.finish(step, budget, failed)
-
     # -- the public entry points -----------------------------------------------------------
 
     async def run(
@@ -421,8 +356,19 @@ class InFlight:
             from .._hook_protocol import check_feed_dict
 
             check_feed_dict(feed_dict, "the caller")
-        step = await self.take_lane((fetches, feed_dict, options, run_metadata))
-        admitted, results = await self.run_step(step)
+        args = (fetches, feed_dict, options, run_metadata)
+        step = self.take_free_lane(args, self.new_scope()) if self.free() else await self.take_lane(args)
+        again: Rescope | None = None
+        while True:  # the step under its own cancel scope, a new one after a ``Rescope``
+            out: tuple[bool, Any] | Rescope | None = None
+            with step.scope:
+                out = await step_body(self, step, again)
+            if out is None:  # cancelled by another step's failure (the step ended)
+                raise self.cancelled_error(step)
+            if not isinstance(out, Rescope):
+                break
+            again, step.scope = out, self.new_scope()
+        admitted, results = out
         if not admitted:
             self.check_open("run()")  # says why
             raise RunAfterStopError(f"{type(self.s).__name__}.run() called after the session stopped")

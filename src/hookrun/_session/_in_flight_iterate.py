@@ -46,6 +46,7 @@ import anyio
 
 from .._dispatch._wake import Waker
 from .._errors import CLEAN_STOP_TYPES
+from ._in_flight_phases import step_body
 from ._in_flight_step import Rescope
 from ._iterate import StepIterator
 from ._runners import InContext, StepRunners
@@ -174,29 +175,28 @@ class InFlightIterator(StepIterator):
         while True:
             scope = engine.new_scope()
             running = renew = False
-            try:
-                with scope:
-                    while True:
-                        if again is None:
-                            slot = await self._admission(scope)
-                            if slot is None:
-                                return
-                        else:
-                            assert slot is not None and slot.step is not None
-                            slot.step.scope = scope
-                        running = True
-                        await self._run(slot, again)
-                        running, again = False, None
-                        if self._admitting or not self._may_admit():
+            with scope:
+                while True:
+                    if again is None:
+                        slot = await self._admission(scope)
+                        if slot is None:
                             return
-                        self._admitting = True
-                        await InContext(self._context.copy())  # as a job of its own would run
-                        if scope.cancel_called:  # its step ended whole all the same (a hook swallowed it)
-                            renew = True
-                            break
-            except Rescope as exc:
-                again = exc
-                continue
+                    else:
+                        assert slot is not None and slot.step is not None
+                        slot.step.scope = scope
+                    running = True
+                    again = await self._run(slot, again)
+                    running = False
+                    if again is not None:  # its scope was cancelled: it goes on under a new one
+                        renew = True
+                        break
+                    if self._admitting or not self._may_admit():
+                        return
+                    self._admitting = True
+                    await InContext(self._context.copy())  # as a job of its own would run
+                    if scope.cancel_called:  # its step ended whole all the same (a hook swallowed it)
+                        renew = True
+                        break
             if renew:
                 continue
             # The scope caught the cancellation of its step (only a step's is ever cancelled):
@@ -205,16 +205,17 @@ class InFlightIterator(StepIterator):
             slot.error = engine.cancelled_error(slot.step)
             return
 
-    async def _run(self, slot: _Slot, again: Rescope | None) -> None:
-        """The rest of the step of ``slot`` (admitted by ``run_sharing_scope``), its outcome
-        kept in the slot; ``Rescope`` goes through, the step not over."""
+    async def _run(self, slot: _Slot, again: Rescope | None) -> Rescope | None:
+        """The step of ``slot`` (admitted by ``step_body``), its outcome kept in the slot; a
+        ``Rescope`` when it goes on under a new scope (the step not over)."""
         assert slot.step is not None
         try:
-            slot.admitted, slot.results = await self._engine.run_sharing_scope(slot.step, again)
+            out = await step_body(self._engine, slot.step, again)
+            if isinstance(out, Rescope):
+                return out
+            slot.admitted, slot.results = out
             if not slot.admitted:  # a stop kept it from being admitted
                 self._exhausted = True
-        except Rescope:
-            raise
         except Exception as exc:
             slot.error = exc
             self._exhausted = True  # a clean stop or an error: either way no step follows it
@@ -224,6 +225,7 @@ class InFlightIterator(StepIterator):
             self._over(slot)
             raise
         self._over(slot)
+        return None
 
     def _over(self, slot: _Slot) -> None:
         slot.done = True
@@ -232,7 +234,7 @@ class InFlightIterator(StepIterator):
 
     async def _admission(self, scope: anyio.CancelScope) -> _Slot | None:
         """The next feed and a lane for it, as a pending slot whose step (under ``scope``)
-        ``run_sharing_scope`` admits (the admission ends there); ``None``: nothing to admit
+        ``step_body`` admits (the admission ends there); ``None``: nothing to admit
         (the admission ends here)."""
         engine = self._engine
         step: Step | None = None
@@ -282,7 +284,7 @@ class InFlightIterator(StepIterator):
             raise
 
     def _admitted(self, whole: bool) -> None:
-        """``run_step``'s admission is over: after a whole one, the next starts while lanes are free."""
+        """``step_body``'s admission is over: after a whole one, the next starts while lanes are free."""
         self._admitting = False
         if whole and self._may_admit():
             # The session's task group closing refuses it: the next ``__anext__`` says so.

@@ -1,12 +1,25 @@
-"""The phases of one step in flight, for the engine (``_in_flight.py``): ``before_phase``
-(the step's ``step_context``s entered, its ``before_run`` calls, their requests merged),
-``run_and_after`` (the raw run, the lane freed, then in step order the step counter and
-``after_run``), ``count_failure`` (an attempt's failure counted) and ``sharing`` (how many steps
-shared a timed step's time).
+"""The body of one step in flight, for the engine (``_in_flight.py``): ``step_body`` runs a
+step that holds a lane from its admission to its end, in one coroutine:
+
+1. its lane re-created first if it has none (``InFlight.ready``), then its admission
+   (``InFlight.admit``: the phase lock, its number, its ``before_run`` phase);
+2. its raw run, outside the lock; the lane is freed as soon as it returns;
+3. its turn (the turnstile), then under the lock the step counter and ``after_run``;
+4. on a failure, per the retry policy, its lane re-created and 2-3 again with its
+   ``before_run`` phase first (``InFlight.after_failure``).
+
+The phases themselves are synchronous functions that start the hooks' calls
+(``start_before``, ``start_after``): they hand back the dispatcher's results, or a
+coroutine to await only when a call suspended. The lock, the turnstile and the lane pool
+are taken without a coroutine when nothing waits. A step's errors are counted
+(``count_failure``) where the phase they came from is known.
 
 Invariants: ``before_run`` and ``after_run`` run under the engine's phase lock (one hook
 phase at a time), ``after_run`` only once the turnstile let the step's number through; a
-step holds its lane until its raw run returned, never during its ``after_run``.
+step holds its lane until its raw run returned, never during its ``after_run``. The
+caller enters the step's cancel scope around ``step_body``; a failing hook may cancel it
+to stop the rest of its phase, and the step then goes on under a new one: ``step_body``
+returns a ``Rescope`` (the step is not over), and the caller calls it again with it.
 """
 
 from __future__ import annotations
@@ -16,16 +29,132 @@ from typing import TYPE_CHECKING, Any
 
 from .._dispatch import _nest
 from .._dispatch._merge import DEFAULT_OPTIONS, check_options
+from .._errors import CLEAN_STOP_TYPES
 from .._hook_protocol import InFlightRunContext, RunMetadata, SessionRunValues
+from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET
+from ._in_flight_step import Rescope
 from ._stepping import NO_FEEDS, _after_run_args, _checked, _raw_run
 
 if TYPE_CHECKING:
     from ._in_flight import InFlight
     from ._in_flight_step import Step
 
-__all__ = ["before_phase", "count_failure", "run_and_after", "sharing"]
+__all__ = ["count_failure", "end_before", "run_and_after", "sharing", "start_after", "start_before", "step_body"]
 
 _new_tuple = tuple.__new__
+
+
+async def step_body(self: InFlight, step: Step, again: Rescope | None = None) -> tuple[bool, Any] | Rescope:
+    """A whole step on the lane it holds, under ``step.scope``, which the caller entered:
+    ``(False, None)`` when a stop kept it from being admitted, else ``(True, results)``;
+    a ``Rescope`` when the step goes on under a new scope (``again``, given back here).
+    A cancellation of the scope goes through, for the caller's scope to catch (the step
+    then failed with ``cancelled_error``). Every way out but a ``Rescope`` ends the step."""
+    s, lock = self.s, self._lock
+    inside = STEPS_SET((*STEPS_GET(), s))
+    error: BaseException | None = None
+    out: tuple[bool, Any] | Rescope | None = None
+    try:
+        if again is None:  # admission
+            failed: Exception | None = None
+            budget = None
+            whole = False
+            try:
+                coord = self.sessions.coord
+                if step.lane.raw is None or (coord is not None and coord.should_stop()):
+                    budget = await self.ready(step, None)
+                try:
+                    whole = await self.admit(step)
+                except Exception as exc:
+                    failed = exc
+            finally:
+                if step.on_admitted is not None:
+                    step.on_admitted(whole)
+            if not (whole or failed):
+                out = False, None
+                return out
+        else:
+            failed, budget = again.error, again.budget
+        while True:
+            if failed is not None:  # recover (or raise), and run the before_run phase again
+                recovered = await self.after_failure(step, failed, budget)
+                if isinstance(recovered, Rescope):
+                    out = recovered
+                    return out
+                budget, failed = recovered, None
+                if not lock.try_take():
+                    await lock.acquire()
+                try:
+                    self.check_cause(step)
+                    await self.before(step)
+                except Exception as exc:
+                    failed = exc
+                    continue
+                finally:
+                    lock.release()
+                self.unhold(step)
+            try:
+                out = True, await run_and_after(self, step)
+                return out
+            except Exception as exc:
+                failed = exc
+    except Exception as exc:
+        error = exc
+        if step.cause is None and not isinstance(exc, CLEAN_STOP_TYPES):
+            self.fail_others(step, exc)
+        raise
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        if not isinstance(out, Rescope):
+            step.leave_contexts(error)
+            self.end(step)
+        STEPS_RESET(inside)
+
+
+async def run_and_after(self: InFlight, step: Step) -> Any:
+    """The step's raw run, outside the lock, then in step order (under the lock) the
+    counter and ``after_run``; its errors are counted."""
+    s, lock = self.s, self._lock
+    try:
+        raw, metadata, merged = step.lane.raw, step.metadata, step.merged
+        assert metadata is not None and step.ctx is not None
+        step.where = "run"
+        if step.cause is not None:
+            raise self.cancelled_error(step)
+        stats = s._stats
+        run_started = stats.now() if step.sampled else 0.0
+        values = _checked(raw, step.keys, await _raw_run(s, raw, step.keys, step.feeds or NO_FEEDS, merged, metadata))
+        if step.sampled:
+            step.run_seconds = stats.now() - run_started
+        results = None if step.shape is None else _nest.pack(step.shape, values)
+        if step.on_ran is not None:
+            step.on_ran(results)
+        self.free_lane(step)  # its after_run waits its turn without it
+        if self.turn.next != step.number:
+            await self.turn.wait(step.number)
+        if not lock.try_take():
+            await lock.acquire()
+        try:
+            if step.cause is not None:
+                raise self.cancelled_error(step)
+            step.where = "after_run"
+            if step.counted is None:  # to its number, past the numbers given up before it
+                moves, local = step.number - self._counted, s._local
+                step.counted = local.increment_nowait(moves) if local is not None else await s._counter.increment(moves)
+                self._counted = step.number  # once it moved: a failed move is made again
+            started = start_after(self, step, values)
+            if started is not None:
+                await started
+        finally:
+            lock.release()
+    except BaseException as exc:
+        count_failure(self, step, exc)
+        raise
+    if step.sampled:
+        stats.end_sample(step.number, step.started, step.run_seconds, True, sharing(self, step), step.sampled)
+    return results
 
 
 def count_failure(self: InFlight, step: Step, exc: BaseException) -> None:
@@ -36,9 +165,11 @@ def count_failure(self: InFlight, step: Step, exc: BaseException) -> None:
         stats.end_sample(step.number, step.started, None, False, sharing(self, step), step.sampled)
         step.sampled = 0
 
-async def before_phase(self: InFlight, step: Step) -> None:
-    """The step's ``before_run`` phase (under the phase lock), its ``step_context``s entered
-    first; the requests merged into what its run fetches and feeds."""
+
+def start_before(self: InFlight, step: Step) -> Any:
+    """Start the step's ``before_run`` phase (under the phase lock), its ``step_context``s
+    entered first: the hooks' requests (a list, or None when no hook has ``before_run``),
+    or a coroutine that finishes the phase, to await at once. ``end_before`` follows."""
     s, stats = self.s, self.s._stats
     fetches, feed_dict, options, run_metadata = step.args
     if step.ctx is not None:  # a re-run: the attempt before it is over
@@ -59,57 +190,44 @@ async def before_phase(self: InFlight, step: Step) -> None:
         # The next step to time, picked now: the steps admitted while this one is in
         # flight are not all timed (its end picks again, from the same count).
         stats.next_sample = count + stats.gap
-    merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
+    step.merged = merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
     before = stats.before if step.sampled else s._before
-    trace = metadata.timings if merged.trace or s._time_before_run else None
-    requests = None
-    if before.calls:  # under the step's scope, which a failing hook may cancel (``Rescope``)
-        started = s._dispatcher.start(before, [(ctx,)] * len(before.calls), step.scope, trace)
-        requests = started if type(started) is list else await started
+    step.trace = trace = metadata.timings if merged.trace or s._time_before_run else None
+    if not before.calls:
+        return None
+    # Under the step's scope, which a failing hook may cancel (the step goes on under a new one).
+    return s._dispatcher.start(before, [(ctx,)] * len(before.calls), step.scope, trace)
+
+
+def end_before(self: InFlight, step: Step, requests: list[Any] | None) -> None:
+    """The ``before_run`` phase is over: the hooks' requests merged into what the step's
+    run fetches and feeds."""
+    fetches, feed_dict, _, _ = step.args
+    merged = step.merged
     if requests is not None and requests.count(None) != len(requests):
-        step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(fetches, feed_dict, merged, requests)
+        step.keys, step.shape, step.shapes, step.feeds, merged = self.s._gather(fetches, feed_dict, merged, requests)
     else:
         step.keys, step.shapes, step.feeds = [], None, feed_dict
         step.shape = None if fetches is None else _nest.index(fetches, "the caller", step.keys, {})
-    if trace is not None and not merged.trace:
-        del metadata.timings[:]
+    if step.trace is not None and not merged.trace:
+        del step.trace[:]
+    step.trace = None
     step.merged = merged
 
-async def run_and_after(self: InFlight, step: Step) -> Any:
-    """The raw run, then (in step order, under the lock) the counter and ``after_run``."""
-    s, stats = self.s, self.s._stats
-    raw, metadata, merged = step.lane.raw, step.metadata, step.merged
+
+def start_after(self: InFlight, step: Step, values: Any) -> Any:
+    """Start the step's ``after_run`` phase (under the lock, the counter moved): None when
+    it is over, else a coroutine that finishes it, to await at once."""
+    s, merged, metadata = self.s, step.merged, step.metadata
+    after = s._stats.after if step.sampled else s._after
+    if not after.calls:
+        return None
     assert metadata is not None and step.ctx is not None
-    step.where = "run"
-    self.check_cause(step)
-    clock = stats.now
-    run_started = clock()
-    values = await _raw_run(s, raw, step.keys, step.feeds or NO_FEEDS, merged, metadata)
-    run_seconds = clock() - run_started
-    values = _checked(raw, step.keys, values)
-    results = None if step.shape is None else _nest.pack(step.shape, values)
-    if step.on_ran is not None:
-        step.on_ran(results)
-    self.free_lane(step)  # its after_run waits its turn without it
-    await self.turn.wait(step.number)
-    async with self.phase():
-        self.check_cause(step)
-        step.where = "after_run"
-        if step.counted is None:  # to its number, past the numbers given up before it
-            moves = step.number - self._counted
-            local = s._local
-            counted = local.increment_nowait(moves) if local is not None else await s._counter.increment(moves)
-            self._counted, step.counted = step.number, counted  # once it moved: a failed move is made again
-        after = stats.after if step.sampled else s._after
-        if after.calls:
-            nothing = _new_tuple(SessionRunValues, (None, merged, metadata, step.counted))
-            args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
-            started = s._dispatcher.start(after, args, step.scope, metadata.timings if merged.trace else None)
-            if type(started) is not list:
-                await started
-    if step.sampled:
-        stats.end_sample(step.number, step.started, run_seconds, True, sharing(self, step), step.sampled)
-    return results
+    nothing = _new_tuple(SessionRunValues, (None, merged, metadata, step.counted))
+    args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
+    started = s._dispatcher.start(after, args, step.scope, metadata.timings if merged.trace else None)
+    return None if type(started) is list else started
+
 
 def sharing(self: InFlight, step: Step) -> int:
     """How many steps shared a timed step's time: the mean in flight over its life."""

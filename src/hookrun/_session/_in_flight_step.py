@@ -1,5 +1,5 @@
 """One step in flight (``Step``: its lane, number, cancel scope and what its phases
-computed) and ``Rescope``, the way out of a cancel scope that a failing hook cancelled."""
+computed) and ``Rescope``, what a step whose cancel scope a failing hook cancelled returns."""
 
 from __future__ import annotations
 
@@ -39,11 +39,13 @@ class Step:
         "on_admitted",
         "on_freed",
         "on_ran",
+        "run_seconds",
         "sampled",
         "scope",
         "shape",
         "shapes",
         "started",
+        "trace",
         "where",
     )
 
@@ -63,6 +65,9 @@ class Step:
         self.sampled = 0  # the statistics' step count when it was picked to be timed; 0: not timed
         self.started = 0.0
         self.occupied = 0.0  # the lanes' occupancy integral when it was timed from
+        self.run_seconds: float | None = None  # a timed step's raw run
+        #: Where a ``before_run`` phase under way records its calls' timings (None: nowhere).
+        self.trace: list[Any] | None = None
         self.where = "before_run"
         self.keys: list[Hashable] | Any = []
         self.shape: Any = None
@@ -71,7 +76,7 @@ class Step:
         self.merged: RunOptions = DEFAULT_OPTIONS
         self.metadata: RunMetadata | None = None
         #: Told the results as soon as the raw run returned (``iterate(ordered=False)``), and
-        #: when ``run_step``'s admission is over (True: whole), for ``iterate``'s next one.
+        #: when ``step_body``'s admission is over (True: whole), for ``iterate``'s next one.
         self.on_ran: Callable[[Any], None] | None = None
         self.on_admitted: Callable[[bool], None] | None = None
         #: Told when the step gives its lane back (``iterate``: the next admission may start).
@@ -93,12 +98,14 @@ class Step:
                     error.add_note(f"hookrun: leaving a hook's step_context also failed: {other!r}")
 
 
-class Rescope(Exception):
-    """Raised out of a step's cancel scope that a failing hook cancelled to stop the rest
-    of its phase (the phases run under the step's scope): the step recovers from
-    ``error`` under a new one."""
+class Rescope:
+    """What ``step_body`` returns when a failing hook cancelled the step's scope to stop
+    the rest of its phase (the phases run under the step's scope): the step is not over,
+    and recovers from ``error`` under a new scope (its caller enters one and calls
+    ``step_body`` again with this)."""
+
+    __slots__ = ("budget", "error")
 
     def __init__(self, error: Exception, budget: RetryBudget | None) -> None:
-        super().__init__(error)
         self.error = error
         self.budget = budget

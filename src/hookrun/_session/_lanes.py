@@ -203,6 +203,14 @@ class Tickets:
         """A ticket, when ``free()``."""
         self._used += 1
 
+    def try_take(self) -> bool:
+        """Take a ticket if one is free, without a coroutine (``acquire`` waits otherwise):
+        ``if not t.try_take(): await t.acquire()``."""
+        if self._used < self._size:
+            self._used += 1
+            return True
+        return False
+
     async def acquire(self) -> None:
         if self._used < self._size:
             self._used += 1  # no waiter is left behind: release hands a ticket on
@@ -283,7 +291,8 @@ class Turnstile:
             event.set()
 
     async def wait(self, number: int) -> None:
-        """Wait until it is ``number``'s turn."""
+        """Wait until it is ``number``'s turn (a caller checks ``next`` first: when it is
+        already, no coroutine is needed)."""
         waiting = self._waiting
         while self.next != number:
             event = waiting[number] = self._wakers()  # one wait, one wake-up
