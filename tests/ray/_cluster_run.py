@@ -5,7 +5,7 @@ PID namespace of its own (``tests.remote._netns``); prints one JSON line. The he
 (127.0.0.1) and a second node (127.0.0.2) are started through the command line and
 stopped by their PIDs. For each backend (asyncio, trio) the second node is started,
 a monitored session with ``LANES`` actor lanes, made on the two nodes in turn (a
-soft node affinity: Ray's ``SPREAD`` sometimes put them all on one), and a shared
+soft node affinity, honoured because the actors ask for some CPU), and a shared
 ``RayStepCounter`` living on the second node runs ``ITEMS`` items of ``WORK_S``
 each, and the second node (raylet, workers and all) is SIGKILLed after ``KILL_AT``
 items.
@@ -71,9 +71,11 @@ def node_argv(temp_dir: str, *, head: bool) -> list[str]:
 
 
 def on_node(node: str) -> dict[str, Any]:
+    """A soft affinity to ``node``. The actor asks for a sliver of a CPU: Ray places an
+    actor that asks for no resource at all on any node, its soft affinity notwithstanding."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return {"num_cpus": 0, "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True)}
+    return {"num_cpus": 0.01, "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True)}
 
 
 class InTurn:

@@ -274,11 +274,22 @@ def test_monitored_training_session_takes_max_in_flight() -> None:
 async def test_statistics_stay_exact_with_overlapping_steps() -> None:
     """Counts, every hook call timed once, and the lanes' occupancy."""
     gates, hook = Gates(), Recorder()
-    gates.open_all = True
     options = StatisticsOptions(sample_every=1)
+
+    async def hold_four_then_open() -> None:
+        # Four runs held in flight for a while: the occupancy is then close to 4 whatever
+        # the machine's load does to the quick steps around them.
+        while len(gates.started) < 4:
+            await anyio.wait_all_tasks_blocked()
+        await anyio.sleep(0.3)
+        gates.open_all = True
+        gates.open(*range(12))
+
     async with MonitoredSession(GatedCreator(gates), [hook], max_in_flight=4, statistics=options) as sess:
-        with anyio.fail_after(10):
-            assert len([r async for r in sess.iterate("y", feeds(12))]) == 12
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold_four_then_open)
+            with anyio.fail_after(10):
+                assert len([r async for r in sess.iterate("y", feeds(12))]) == 12
         stats = sess.statistics()
     assert (stats.steps, stats.failed_steps, stats.sessions_created, stats.recoveries) == (12, 0, 4, 0)
     assert stats.hook("Recorder", "before_run").calls == 12
@@ -286,7 +297,7 @@ async def test_statistics_stay_exact_with_overlapping_steps() -> None:
     assert stats.hook("Recorder", "before_run").latency.count == 12
     assert stats.hook("Recorder", "after_run").latency.count == 12
     assert stats.run.count == 12
-    assert 1.0 < stats.mean_in_flight <= 4.0
+    assert 2.0 < stats.mean_in_flight <= 4.0
     assert "steps in flight on average" in stats.format()
 
 

@@ -36,17 +36,16 @@ pytestmark = pytest.mark.anyio
 
 SLOTS = frozenset(_MonitoredSessionBase.__slots__)
 
-#: What may live in a session's ``__dict__``: the public attributes, and the entry points a
-#: session of plain hooks (``run``) or with steps in flight (the engine's) installs.
+#: What may live in a session's ``__dict__``: the public attributes only (no entry point
+#: is installed on the instance, whatever the hooks or ``max_in_flight``).
 PUBLIC = {"hooks", "max_in_flight"}
-IN_FLIGHT = {"run", "iterate", "run_step_fn", "should_stop", "_in_flight", "_create", "_close_current"}
 
 #: The methods of a step, from ``run()`` to the hooks' calls.
 STEP_METHODS: list[Callable[..., Any]] = [
     _MonitoredSessionBase.run,
     _MonitoredSessionBase._admit,
     _MonitoredSessionBase.should_stop,
-    PlainSteps._run_plain_steps,
+    PlainSteps._run_plain_step,
     Stepping._run_bare,
     Stepping._run_hooked,
     Stepping._hooked_step,
@@ -82,10 +81,10 @@ def test_a_step_reads_only_slots_and_class_attributes(function: Callable[..., An
 
 def test_the_attribute_scan_finds_what_a_step_reads() -> None:
     """The scan is not vacuous: it sees the reads of the plain step and of ``run()``."""
-    assert {"_state", "_busy", "_stats", "_before", "_after", "_step_done"} <= attributes_of_self(
-        PlainSteps._run_plain_steps
+    assert {"_busy", "_stats", "_before", "_after", "_step_done"} <= attributes_of_self(
+        PlainSteps._run_plain_step
     )
-    assert {"_recovers", "_step", "_coord"} <= attributes_of_self(_MonitoredSessionBase.run)
+    assert {"_plain", "_state", "_recovers", "_step", "_coord"} <= attributes_of_self(_MonitoredSessionBase.run)
 
 
 def test_the_slots_are_the_sessions_own() -> None:
@@ -124,11 +123,11 @@ class OverlappingHook(PlainHook):
 
 
 SESSIONS: dict[str, tuple[type[Any], Callable[[], list[SessionRunHook]], dict[str, Any], set[str]]] = {
-    "plain hooks": (MonitoredSession, lambda: [PlainHook()], {}, PUBLIC | {"run"}),
+    "plain hooks": (MonitoredSession, lambda: [PlainHook()], {}, PUBLIC),
     "async hooks": (MonitoredSession, lambda: [AsyncHook(), AsyncHook()], {}, PUBLIC),
     "a step context": (MonitoredSession, lambda: [ContextHook()], {}, PUBLIC),
     "no hooks, singular": (SingularMonitoredSession, list, {}, PUBLIC),
-    "steps in flight": (MonitoredSession, lambda: [OverlappingHook()], {"max_in_flight": 2}, PUBLIC | IN_FLIGHT),
+    "steps in flight": (MonitoredSession, lambda: [OverlappingHook()], {"max_in_flight": 2}, PUBLIC),
 }
 
 

@@ -87,7 +87,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
     # a session of plain hooks or steps in flight install) goes to its ``__dict__``.
     __slots__ = (  # noqa: RUF023  # the ones a step reads first, not sorted
         # read by every step, in about this order
-        "_state", "_busy", "_hook_stop", "_recovers", "_stats", "_step", "_coord", "_raw",
+        "_state", "_busy", "_hook_stop", "_plain", "_recovers", "_stats", "_step", "_coord", "_raw",
         "_local", "_on_stop", "_before", "_after", "_step_done", "_counter", "_layout",
         "_time_before_run",
         # the rest (the public ``hooks`` and ``max_in_flight`` stay plain attributes)
@@ -147,8 +147,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
         #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
-        if max_in_flight == 1 and type(self).run is _MonitoredSessionBase.run and plain_steps(self):
-            self.run = self._run_plain_steps  # type: ignore[method-assign]  # see _plain_steps.py
+        #: The plan of a step whose hook calls are all plain functions (``_plain_steps.py``).
+        self._plain = max_in_flight == 1 and plain_steps(self)
         self._state = State.NEW
         self._busy = False
         #: Set by a close that waits for the step running in another task (``_lifecycle.py``).
@@ -272,6 +272,13 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         """One step: before_run → session run → after_run; returns the caller's fetches."""
         if self._in_flight is not None:  # on a free lane, waiting for one
             return await self._in_flight.run(fetches, feed_dict, options, run_metadata)
+        if self._plain and (  # every hook call a plain function, and the common step of an open session
+            self._state is _OPEN and not self._busy and not self._hook_stop
+            and (feed_dict is None or type(feed_dict) is dict) and options is None
+            and self._stats.steps + 1 < self._stats.next_sample and not self._retry_on
+            and not (self._recovers and (self._lane.renew or self._coord.should_stop()))  # type: ignore[union-attr]
+        ):
+            return await self._run_plain_step(fetches, feed_dict, run_metadata)
         if self._state is not _OPEN or self._busy or self._hook_stop:
             self._admit("run()")
         if feed_dict is not None and type(feed_dict) is not dict:

@@ -1,10 +1,9 @@
-"""``run`` for a monitored session whose hook calls are all plain functions: the step runs
-in ``run``'s own coroutine instead of one of its own.
+"""The step of a monitored session whose hook calls are all plain functions: a plan
+``run`` reads (``MonitoredSession.run`` checks that the step is the common one and calls
+``_run_plain_step``), with the step's phases in one coroutine instead of one each.
 
-A session whose ``before_run`` and ``after_run`` calls are all plain functions gets this
-``run`` (the constructor installs it, unless a subclass has a ``run`` of its own):
-``run``'s checks, then ``Stepping._hooked_step``'s path for plain calls, copied, so that
-the step needs no coroutine of its own. The copy pays for itself on the row it serves,
+``Stepping._hooked_step``'s path for plain calls, copied, so that the step needs no
+coroutine of its own for its phases. The copy pays for itself on the row it serves,
 plain hooks against pluggy (``python -m benchmarks.peers``), which misses its target of
 0.5x without it: measured side by side in one process, once the session's state was in
 slots, one plain hook costs 16-18 % less a step with it (0.47x pluggy on asyncio and
@@ -13,10 +12,10 @@ made one plain hook 17-23 % cheaper side by side with a few other cases, 3-8 % a
 of ``python -m benchmarks.waiting``'s, where more code competes for the caches.
 
 It runs only the common step of an open session: untimed by the statistics, without
-``options``, no hook asking for anything. Anything else goes the general way: a call the
-class's ``run`` refuses or recovers first, a timed step, one with options or a feed that
-is not a dict, from the start; one where a ``before_run`` asked for something from there
-on, with the calls already made (``_hooked_step(..., asked=...)``). Errors are counted in
+``options``, no hook asking for anything. Anything else goes the general way: ``run``
+sends a call it refuses or recovers first, a timed step, one with options or a feed that
+is not a dict there from the start; a step where a ``before_run`` asked for something
+goes on there, with the calls already made (``_hooked_step(..., asked=...)``). Errors are counted in
 their phase, a missing fetch is named, a recoverable error recovers, and the session is
 released on every way out, as in ``run``.
 """
@@ -31,7 +30,6 @@ from .._dispatch._merge import DEFAULT_OPTIONS
 from .._dispatch._start import call_after, call_before
 from .._hook_protocol import (
     RunMetadata,
-    RunOptions,
     SessionRunContext,
     SessionRunValues,
 )
@@ -69,7 +67,7 @@ def plain_steps(session: Any) -> bool:
 
 
 class PlainSteps:
-    """The ``run`` of a session of plain hook calls (a mixin: the attributes below are the session's)."""
+    """The step of a session of plain hook calls (a mixin: the attributes below are the session's)."""
 
     _state: State
     _busy: bool
@@ -91,23 +89,12 @@ class PlainSteps:
     _fail_over: Callable[[], None]
     _with_recovery: Callable[..., Awaitable[Any]]
 
-    async def _run_plain_steps(
-        self,
-        fetches: object = None,
-        feed_dict: Mapping[Any, Any] | None = None,
-        options: RunOptions | None = None,
-        run_metadata: RunMetadata | None = None,
+    async def _run_plain_step(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, run_metadata: RunMetadata | None
     ) -> Any:
-        """One step: before_run → session run → after_run; returns the caller's fetches."""
+        """``run``'s step when its checks found the common step of an open session whose hook
+        calls are all plain functions (``run`` checks; this runs)."""
         stats = self._stats
-        if (
-            self._state is not _OPEN or self._busy or self._hook_stop  # refused, or recovering first
-            or (feed_dict is not None and type(feed_dict) is not dict)  # checked there
-            or options is not None or stats.steps + 1 >= stats.next_sample  # timed, or with options
-            or self._retry_on  # its run may be retried
-            or (self._recovers and (self._lane.renew or self._coord.should_stop()))  # type: ignore[union-attr]
-        ):
-            return await type(self).run(self, fetches, feed_dict, options, run_metadata)  # type: ignore[attr-defined]  # the class's: the general way
         self._busy = True
         inside = STEPS_SET((*STEPS_GET(), self))
         try:
@@ -146,7 +133,7 @@ class PlainSteps:
             if not self._recovers or self._recoverable_cause(exc) is None:
                 raise
             self._fail_over()
-            return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
+            return await self._with_recovery(self._step, fetches, feed_dict, None, run_metadata, failed=exc)
         finally:
             STEPS_RESET(inside)
             self._busy = False

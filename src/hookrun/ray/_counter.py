@@ -127,7 +127,7 @@ class RayStepCounter(RemoteStepCounter["ActorHandle[Any]"]):
         return cast("Awaitable[int]", await_ref(getattr(handle, method).remote(*args), repr(self)))
 
     def _get_or_create(self, seed: int) -> ActorHandle[Any]:
-        node, soft = self._placement()
+        node = self._placement()
         options = _GlobalStepActor.options(
             name=self.name,
             namespace=self.namespace,
@@ -135,23 +135,24 @@ class RayStepCounter(RemoteStepCounter["ActorHandle[Any]"]):
             get_if_exists=True,
             num_cpus=0,
             max_restarts=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=soft),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         )
         return cast("ActorHandle[Any]", options.remote(seed))
 
-    def _placement(self) -> tuple[str, bool]:
-        """The node for the actor, and whether Ray may place it elsewhere (the node is gone)."""
+    def _placement(self) -> str:
+        """The node for the actor, pinned there (a soft affinity of an actor that asks for
+        no resource, as this one, lets Ray place it on any node)."""
         if self.node == "local":
-            return str(ray.get_runtime_context().get_node_id()), False
+            return str(ray.get_runtime_context().get_node_id())
         nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
         alive = [n for n in nodes if n.get("Alive")]
         heads = [str(n["NodeID"]) for n in alive if _HEAD_RESOURCE in n.get("Resources", {})]
         head = heads[0] if heads else str(ray.get_runtime_context().get_node_id())
         if self.node == "head":
-            return head, False
+            return head
         if any(n["NodeID"] == self.node for n in alive):
-            return self.node, False
+            return self.node
         if any(n["NodeID"] == self.node for n in nodes):
             logger().warning("%r: node %s is dead; the counter lives on the head node", self, self.node)
-            return head, True
+            return head
         raise ValueError(f'{self!r}: node={self.node!r} is not "head", "local" or the ID of a node of this cluster')
