@@ -4,6 +4,7 @@ taken with ``ordered=False``, and a feed dict reused from one feed to the next."
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -164,3 +165,130 @@ async def test_a_feed_dict_reused_and_changed_in_place_gives_each_step_its_own_f
     with anyio.fail_after(10):
         async with MonitoredSession(lambda: StepSession(step), max_in_flight=n) as sess:
             assert [y async for y in sess.iterate("y", source)] == list(range(16))
+
+
+async def settle() -> None:
+    for _ in range(3):
+        await anyio.wait_all_tasks_blocked()
+
+
+@pytest.mark.parametrize(("ordered", "how"), [(True, "cancel"), (False, "cancel"), (True, "deadline"), (True, "group")])
+async def test_cancelled_in_the_loop_body_with_the_session_open_cancels_the_runs_and_admits_none(
+    ordered: bool, how: str
+) -> None:
+    """Cancelling the iterating task while its loop body runs (its scope cancelled, its
+    deadline passed, or its task group cancelled from another task), the session staying
+    open: the runs in flight are cancelled (none ends), no run starts after, no runner is
+    left, the step counter holds only the step whose after_run ran, and the session goes
+    on (a run, then a new iterate)."""
+    gates, hook = Gates(), Recorder()
+    got: list[int] = []
+
+    async def consume(scope: anyio.CancelScope, in_body: anyio.Event) -> None:
+        async for value in sess.iterate("y", feeds(20), ordered=ordered):
+            got.append(value)
+            while len(gates.started) < 5:  # step 0 done, 4 runs in flight
+                await anyio.wait_all_tasks_blocked()
+            await settle()
+            if how == "cancel":
+                scope.cancel()
+            elif how == "deadline":
+                scope.deadline = anyio.current_time()
+            in_body.set()
+            await anyio.sleep_forever()  # cancelled here, in the loop body
+
+    with anyio.fail_after(10):
+        async with MonitoredSession(GatedCreator(gates), [hook], max_in_flight=4) as sess:
+            gates.open(0)
+            if how == "group":
+                async with anyio.create_task_group() as tg:
+                    in_body = anyio.Event()
+                    tg.start_soon(consume, tg.cancel_scope, in_body)
+                    await in_body.wait()
+                    tg.cancel_scope.cancel()
+            else:
+                with anyio.CancelScope() as scope:
+                    await consume(scope, anyio.Event())
+            started, calls = list(gates.started), list(hook.calls)
+            gates.open(*range(20))
+            await settle()
+            assert got == [0]
+            assert gates.started == started, "a run started after the loop body was cancelled"
+            assert gates.finished == [0], "a run in flight went on to its end"
+            assert hook.calls == calls, "a hook phase started after the loop body was cancelled"
+            assert runners() == 0
+            assert await sess.global_step() == 1
+            gates.open(50, 51, 52)
+            assert await sess.run("y", {"i": 50}) == 50
+            assert [y async for y in sess.iterate("y", [{"i": 51}, {"i": 52}])] == [51, 52]
+            await settle()
+            assert runners() == 0
+            assert await sess.global_step() == 4
+    after = hook.steps("after")
+    assert after == sorted(after) and len(after) == len(set(after)) == 4
+    assert hook.ends == 1 and hook.exceptions == []
+
+
+async def test_cancelled_in_the_loop_body_ends_an_admission_waiting_for_a_feed() -> None:
+    """An admission waiting for an async feed as the loop body is cancelled: the wait ends
+    (no feed is taken after), and no runner is left, the session staying open."""
+    gates = Gates()
+    gates.open_all = True
+    taken: list[int] = []
+    release = anyio.Event()
+
+    async def stalling_feeds() -> AsyncIterator[dict[str, int]]:
+        for i in range(10):
+            if i == 2:
+                await release.wait()
+            taken.append(i)
+            yield {"i": i}
+
+    with anyio.fail_after(10):
+        async with MonitoredSession(GatedCreator(gates), max_in_flight=2) as sess:
+            with anyio.CancelScope() as scope:
+                async for _ in sess.iterate("y", stalling_feeds()):
+                    await settle()  # the admission waits for feed 2
+                    scope.cancel()
+                    await anyio.sleep_forever()
+            release.set()
+            await settle()
+            assert taken == [0, 1]
+            assert runners() == 0
+            assert await sess.run("y", {"i": 7}) == 7
+
+
+async def test_a_held_iterator_is_cancelled_with_aclosing() -> None:
+    """An iterator kept in a variable outlives its loop: ``contextlib.aclosing`` cancels its
+    runs in flight when the loop body is cancelled."""
+    gates = Gates()
+    with anyio.fail_after(10):
+        async with MonitoredSession(GatedCreator(gates), max_in_flight=4) as sess:
+            gates.open(0)
+            steps = sess.iterate("y", feeds(20))
+            with anyio.CancelScope() as scope:
+                async with contextlib.aclosing(steps):
+                    async for _ in steps:
+                        while len(gates.started) < 5:
+                            await anyio.wait_all_tasks_blocked()
+                        scope.cancel()
+                        await anyio.sleep_forever()
+            started = list(gates.started)
+            gates.open(*range(20))
+            await settle()
+            assert gates.started == started and gates.finished == [0]
+            assert runners() == 0
+
+
+async def test_after_a_break_the_runners_leave_once_the_steps_in_flight_ended() -> None:
+    """A break leaves the steps in flight to finish; once they did, no runner of the
+    iterator is left parked in the open session, and the session goes on."""
+    gates = Gates()
+    gates.open_all = True
+    with anyio.fail_after(10):
+        async with MonitoredSession(GatedCreator(gates), max_in_flight=4) as sess:
+            async for _ in sess.iterate("y", feeds(20)):
+                break
+            await settle()
+            assert runners() == 0
+            assert await sess.run("y", {"i": 30}) == 30

@@ -29,16 +29,27 @@ results before it. Any other error cancels the steps in flight and is raised (th
 of the step that failed first, not the cancellations it caused); with ``ordered=False`` a
 step's results are yielded as soon as its raw run returns, which may be before its
 ``after_run`` (still called in step order; an error it raises comes from a later
-``__anext__``); cancelling the iterating task, or ``aclose()``, cancels them and waits for
-them (shielded, bounded by the grace period), so no task of the iterator is left running
-once it ended.
+``__anext__``); cancelling the iterating task in ``__anext__``, or ``aclose()``, cancels them
+and waits for them (shielded, bounded by the grace period), so no task of the iterator is
+left running once it ended.
+
+No hookrun code runs in the iterating task while its loop body runs, so a cancellation
+landing there is seen when the loop lets go of the iterator: ``async for`` holds the only
+reference to ``InFlightIterator``, a handle the session's tasks never hold (they hold its
+``_Pipeline``), and CPython drops it as the exception leaves the loop. Its ``__del__`` then
+runs in the iterating task: if that task is cancelled (its effective deadline is past:
+``-inf`` once a scope of it was cancelled), admission stops and the steps in flight are
+cancelled at once (a cancel scope is cancelled synchronously); they end in their runners.
+An iterator kept in a variable outlives its loop and is not seen: ``aclose()`` (or
+``contextlib.aclosing``) is the way to end it. A ``break`` leaves the steps in flight to
+finish, as documented; once the iterator is dropped, no runner of it parks again.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +89,35 @@ class _Slot:
 
 
 class InFlightIterator(StepIterator):
-    """The async iterator ``iterate`` returns on a session with steps in flight."""
+    """The async iterator ``iterate`` returns on a session with steps in flight: the
+    caller's handle on its pipeline (``_Pipeline``). The session's tasks hold the pipeline,
+    never this handle, so the handle goes as soon as the caller's loop lets go of it
+    (``__del__``: ``_Pipeline.dropped``)."""
+
+    __slots__ = ("_pipeline",)
+
+    def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
+        self._pipeline = _Pipeline(engine, fetches, feeds, ordered=ordered)
+
+    def __repr__(self) -> str:
+        return repr(self._pipeline)
+
+    def __anext__(self) -> Coroutine[Any, Any, Any]:
+        return self._pipeline.__anext__()
+
+    def aclose(self) -> Coroutine[Any, Any, None]:
+        """Stop iterating: cancel the steps in flight and wait for them; a task iterating
+        meanwhile ends its loop (as the feeds' end would end it)."""
+        return self._pipeline.aclose()
+
+    def __del__(self) -> None:
+        pipeline = getattr(self, "_pipeline", None)  # None: the constructor failed
+        if pipeline is not None:
+            pipeline.dropped()
+
+
+class _Pipeline(StepIterator):
+    """What an ``InFlightIterator`` iterates: its steps, its admission and its runners."""
 
     __slots__ = (
         "_admitting", "_closed", "_context", "_engine", "_exhausted", "_ordered", "_pending", "_runners", "_waiting",
@@ -136,7 +175,8 @@ class InFlightIterator(StepIterator):
             raise
         except BaseException as exc:
             self._done = self._exhausted = True
-            await self._abandon(exc)
+            self._cancel(exc)
+            await self._wait_out()
             self._runners.close()
             origin = self._origin(exc)
             self._pending.clear()
@@ -147,15 +187,32 @@ class InFlightIterator(StepIterator):
             self._busy = False
 
     async def aclose(self) -> None:
-        """Stop iterating: cancel the steps in flight and wait for them; a task iterating
-        meanwhile ends its loop (as the feeds' end would end it)."""
+        """``InFlightIterator.aclose``."""
         self._closed = True
         self._done = True
         self._exhausted = True
-        await self._abandon(RuntimeError("iterate(): the iterator was closed"))
+        self._cancel(RuntimeError("iterate(): the iterator was closed"))
+        await self._wait_out()
         self._runners.close()
         self._pending.clear()
         self._wakeup()  # a task still in __anext__ (closed from another task) ends now
+
+    def dropped(self) -> None:
+        """The caller let go of its iterator (out of its loop) before it ended. When the
+        task letting go is cancelled (it left the loop by its cancellation, wherever it
+        landed: in the loop body too), no step is admitted any more and the steps in flight
+        are cancelled, here and now; they end in their runners, which then leave. Otherwise
+        (a ``break``) the steps go on, as documented; either way no runner parks again."""
+        self._runners.close()
+        if not self._admitting and all(slot.done for slot in self._pending):
+            return
+        try:
+            cancelled = anyio.current_effective_deadline() <= anyio.current_time()
+        except Exception:  # no event loop runs here: collected after it ended
+            return
+        if cancelled:
+            self._closed = self._done = self._exhausted = True
+            self._cancel(RuntimeError("iterate(): the task iterating was cancelled"))
 
     def _may_admit(self, *, waiting: bool = False) -> bool:
         """Whether one more step may be admitted now (``waiting``: even if it must wait for
@@ -339,9 +396,9 @@ class InFlightIterator(StepIterator):
         self._wakes.append(wake)
         await wake.wait()
 
-    async def _abandon(self, why: BaseException) -> None:
-        """Cancel this iterator's steps in flight and its admission's wait, and wait for
-        them (shielded, bounded)."""
+    def _cancel(self, why: BaseException) -> None:
+        """Cancel this iterator's steps in flight and its admission's wait (``_wait_out``
+        waits for them)."""
         for slot in self._pending:
             step = slot.step
             if not slot.done and step is not None and step.cause is None:
@@ -349,6 +406,10 @@ class InFlightIterator(StepIterator):
                 step.scope.cancel()
         if self._waiting is not None:
             self._waiting.cancel()
+
+    async def _wait_out(self) -> None:
+        """Wait for the steps ``_cancel`` cancelled and the admission under way to end
+        (shielded, bounded)."""
         grace = self._engine.s._grace
         with anyio.move_on_after(2 * grace + 1.0, shield=True):
             while self._admitting or any(not slot.done for slot in self._pending):

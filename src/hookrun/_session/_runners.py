@@ -80,9 +80,9 @@ class StepRunners:
         while True:
             while jobs:
                 await _run(*jobs.popleft())
+            wake = self._wakers()  # first: a collection it may start can close() the runners
             if self._closed:
                 return
-            wake = self._wakers()
             self._idle.append(wake)
             try:
                 await wake.wait()
