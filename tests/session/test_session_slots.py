@@ -28,7 +28,7 @@ from hookrun import (
     SingularMonitoredSession,
 )
 from hookrun._session._monitored import _MonitoredSessionBase
-from hookrun._session._plain_steps import PlainSteps
+from hookrun._session._run import Running
 from hookrun._session._stepping import Stepping
 from hookrun.testing import ScriptedCreator
 
@@ -45,7 +45,6 @@ STEP_METHODS: list[Callable[..., Any]] = [
     _MonitoredSessionBase.run,
     _MonitoredSessionBase._admit,
     _MonitoredSessionBase.should_stop,
-    PlainSteps._run_plain_step,
     Stepping._run_bare,
     Stepping._run_hooked,
     Stepping._hooked_step,
@@ -80,11 +79,11 @@ def test_a_step_reads_only_slots_and_class_attributes(function: Callable[..., An
 
 
 def test_the_attribute_scan_finds_what_a_step_reads() -> None:
-    """The scan is not vacuous: it sees the reads of the plain step and of ``run()``."""
-    assert {"_busy", "_stats", "_before", "_after", "_step_done"} <= attributes_of_self(
-        PlainSteps._run_plain_step
+    """The scan is not vacuous: it sees the reads of ``run()``, its plain-call step's too."""
+    assert _MonitoredSessionBase.run is Running.run
+    assert {"_busy", "_stats", "_before", "_after", "_step_done", "_plain", "_state", "_recovers", "_step", "_coord"} <= (
+        attributes_of_self(Running.run)
     )
-    assert {"_plain", "_state", "_recovers", "_step", "_coord"} <= attributes_of_self(_MonitoredSessionBase.run)
 
 
 def test_the_slots_are_the_sessions_own() -> None:

@@ -6,8 +6,8 @@ A monitored session composes ``LaneSessions`` (``_lane_sessions.py``: its lanes,
 owning one raw session from creation to close, and its one coordinator) and, with
 ``max_in_flight > 1``, the steps-in-flight engine its entry points go to
 (``_in_flight*.py``); its mixins are entering and closing (``_lifecycle.py``),
-recovering a lane (``_recovering.py``) and the steps of one lane at a time
-(``_stepping.py``, ``_plain_steps.py``). The states (NEW, ENTERING, OPEN, CLOSED), what
+recovering a lane (``_recovering.py``), ``run`` (``_run.py``) and the steps of one lane
+at a time (``_stepping.py``). The states (NEW, ENTERING, OPEN, CLOSED), what
 each allows and which changes exist are tabled in ``_state.py``, whose ``move`` makes
 every change; ``_lifecycle.py`` makes them all.
 
@@ -23,7 +23,7 @@ request is sticky at once; the session task group outlives every task it holds.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ from .._dispatch._overrides import hook_list
 from .._dispatch._plan import hook_name
 from .._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import LocalStepCounter, StepCounter
-from .._hook_protocol import RunMetadata, RunOptions, check_feed_dict
 from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET, inside_error, inside_step
 from .._observe._report import SessionStatistics
 from .._observe._statistics import Collector, StatisticsOptions, statistics_options
@@ -59,9 +58,9 @@ from ._in_flight_step_fn import run_step_fn as in_flight_step_fn
 from ._iterate import StepIterator, check_feeds
 from ._lane_sessions import LaneSessions
 from ._lifecycle import Lifecycle
-from ._plain_steps import PlainSteps, plain_steps
 from ._recovering import Recovering
 from ._retry import RetryPolicy
+from ._run import Running, plain_steps
 from ._state import STEPPABLE as _STEPPABLE
 from ._state import State
 from ._step_fn_context import StepContext
@@ -75,7 +74,7 @@ T = TypeVar("T")
 _OPEN = State.OPEN  # read on every step: a module global is cheaper than an enum attribute
 
 
-class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
+class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
     #: Whether recoverable errors re-create the session (MonitoredSession) or propagate.
     _RECOVERS: ClassVar[bool] = False
 
@@ -147,7 +146,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
         #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
-        #: The plan of a step whose hook calls are all plain functions (``_plain_steps.py``).
+        #: Whether ``run`` steps itself: every hook call a plain function (``_run.py``).
         self._plain = max_in_flight == 1 and plain_steps(self)
         self._state = State.NEW
         self._busy = False
@@ -261,47 +260,6 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, PlainSteps):
         raise SessionClosedError(
             f"{type(self).__name__} has no session: re-creating it failed with {self._sessions.broken()!r}"
         )
-
-    async def run(
-        self,
-        fetches: object = None,
-        feed_dict: Mapping[Any, Any] | None = None,
-        options: RunOptions | None = None,
-        run_metadata: RunMetadata | None = None,
-    ) -> Any:
-        """One step: before_run → session run → after_run; returns the caller's fetches."""
-        if self._in_flight is not None:  # on a free lane, waiting for one
-            return await self._in_flight.run(fetches, feed_dict, options, run_metadata)
-        if self._plain and (  # every hook call a plain function, and the common step of an open session
-            self._state is _OPEN and not self._busy and not self._hook_stop
-            and (feed_dict is None or type(feed_dict) is dict) and options is None
-            and self._stats.steps + 1 < self._stats.next_sample and not self._retry_on
-            and not (self._recovers and (self._lane.renew or self._coord.should_stop()))  # type: ignore[union-attr]
-        ):
-            return await self._run_plain_step(fetches, feed_dict, run_metadata)
-        if self._state is not _OPEN or self._busy or self._hook_stop:
-            self._admit("run()")
-        if feed_dict is not None and type(feed_dict) is not dict:
-            check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
-        self._busy = True
-        inside = STEPS_SET((*STEPS_GET(), self))
-        try:
-            if not self._recovers:
-                return await self._step(fetches, feed_dict, options, run_metadata)
-            if self._lane.renew or self._coord.should_stop():  # type: ignore[union-attr]  # OPEN: it exists
-                return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
-            try:
-                return await self._step(fetches, feed_dict, options, run_metadata)
-            except Exception as exc:
-                if self._recoverable_cause(exc) is None:
-                    raise
-                self._fail_over()
-                return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
-        finally:
-            STEPS_RESET(inside)
-            self._busy = False
-            if self._step_done is not None:  # a close from another task waits for this step
-                self._step_done.set()
 
     def iterate(self, fetches: object = None, feeds: object = None, *, ordered: bool = True) -> StepIterator:
         """Run one step per item of ``feeds`` and yield each step's results (``async for``).
