@@ -48,13 +48,12 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``hook
     __package__ = "benchmarks"
 
 from ._cluster_work import AsyncSleepWorker, SleepWorker, sleep_plain, sleep_task
-from ._clusters import Started, dask_worker, isolate, ray_node, wait_for_port
+from ._clusters import ROOT, Processes, cli, dask_worker, isolate, ray_node, wait_for_port
 
 __all__ = ["main"]
 
 RAY_PORT = 6391
 DASK_PORT = 8791
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -99,7 +98,7 @@ class Creations:
         self.at.append(time.monotonic())
 
 
-async def hookrun_items(creator: Any, args: argparse.Namespace, *, kill: Callable[[], None] | None = None) -> dict[str, Any]:
+async def hookrun_items(creator: Any, args: argparse.Namespace, *, kill: Callable[[], object] | None = None) -> dict[str, Any]:
     """Items per second of a monitored session's lanes (after a warm-up), or with ``kill``
     called a third of the way in, the recovery figures."""
     import hookrun
@@ -141,11 +140,12 @@ def ray_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any]) 
 
     from hookrun.ray import RayActorSessionCreator
 
-    started = Started(temp_dir, {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"})
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
+    procs = Processes(temp_dir)
     try:
-        ray_node(started, "head", head=True, port=RAY_PORT, ip="127.0.0.1", cpus=1)
+        ray_node(procs, env, "head", head=True, port=RAY_PORT, ip="127.0.0.1", cpus=1)
         wait_for_port("127.0.0.1", RAY_PORT, 120)
-        ray_node(started, "node-b", head=False, port=RAY_PORT, ip="127.0.0.2", cpus=1)
+        node_b = ray_node(procs, env, "node-b", head=False, port=RAY_PORT, ip="127.0.0.2", cpus=1)
         ray.init(address=f"127.0.0.1:{RAY_PORT}", _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
         _wait(lambda: len([n for n in ray.nodes() if n["Alive"]]) == 2, "two Ray nodes")  # type: ignore[no-untyped-call]
         options = {"num_cpus": 0, "scheduling_strategy": "SPREAD"}
@@ -174,12 +174,12 @@ def ray_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any]) 
 
             async def lose_node() -> dict[str, Any]:
                 async with RayActorSessionCreator(SleepWorker, actor_options=options) as creator:
-                    return await hookrun_items(creator, args, kill=lambda: started.kill("node-b"))
+                    return await hookrun_items(creator, args, kill=lambda: procs.kill(node_b))
 
             results["ray"]["node_lost"] = anyio.run(lose_node, backend="asyncio")
         ray.shutdown()
     finally:
-        started.stop()
+        procs.stop_all()
 
 
 # -- Dask --------------------------------------------------------------------------------------
@@ -192,15 +192,15 @@ def dask_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any])
     from hookrun.dask import DaskActorSessionCreator, DaskStepSession
 
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
-    started = Started(temp_dir, env)
+    procs = Processes(temp_dir)
     threads = args.lanes // 2
     client = None
     try:
-        started.start("scheduler", [os.path.join(os.path.dirname(sys.executable), "dask"), "scheduler",
-                                    "--host", "127.0.0.1", "--port", str(DASK_PORT), "--no-dashboard"])
+        procs.start([cli("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(DASK_PORT), "--no-dashboard"],
+                    env, "scheduler.log")
         wait_for_port("127.0.0.1", DASK_PORT, 60)
-        dask_worker(started, "a", port=DASK_PORT, ip="127.0.0.2", threads=threads)
-        dask_worker(started, "b", port=DASK_PORT, ip="127.0.0.3", threads=threads)
+        dask_worker(procs, env, "a", port=DASK_PORT, ip="127.0.0.2", threads=threads)
+        worker_b = dask_worker(procs, env, "b", port=DASK_PORT, ip="127.0.0.3", threads=threads)
         client = distributed.Client(f"tcp://127.0.0.1:{DASK_PORT}", set_as_default=False, timeout=60)  # type: ignore[no-untyped-call]
         client.wait_for_workers(2, timeout=120)
         s = args.work_ms / 1000
@@ -265,13 +265,13 @@ def dask_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any])
 
             async def lose_worker() -> dict[str, Any]:
                 async with DaskActorSessionCreator(SleepWorker, client=client) as creator:
-                    return await hookrun_items(creator, args, kill=lambda: started.kill("b"))
+                    return await hookrun_items(creator, args, kill=lambda: procs.kill(worker_b))
 
             results["dask"]["worker_lost"] = anyio.run(lose_worker, backend="asyncio")
     finally:
         if client is not None:
             client.close()  # type: ignore[no-untyped-call]
-        started.stop()
+        procs.stop_all()
 
 
 # -- both --------------------------------------------------------------------------------------
