@@ -65,11 +65,12 @@ class RayActorSession(RemoteActorSession):
             ref = call.remote(fetches, feed_dict)
         waits = self._waits
         if waits is None:
-            return await await_ref(ref, self)  # type: ignore[no-any-return]
+            return cast("Sequence[Any]", await await_ref(ref, self))
         try:
-            return await await_ref(ref, self, waits)  # type: ignore[no-any-return]
+            return cast("Sequence[Any]", await await_ref(ref, self, waits))
         except UnavailableError:
-            await self._watch.lost(self.node)  # type: ignore[union-attr]
+            if self._watch is not None:
+                await self._watch.lost(self.node)
             raise
         except WaitEnded:  # the watch found the node gone while this call waited
             raise UnavailableError(f"{self!r}: the node of its actor ({self.node}) no longer answers") from None
