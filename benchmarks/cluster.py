@@ -2,14 +2,16 @@
 two-node cluster, and the time a lost node costs.
 
     python -m benchmarks.cluster [--engine ray|dask|both] [--lanes 8] [--work-ms 20]
-                                 [--items 400] [--rounds 3] [--no-kill]
+                                 [--items 400] [--rounds 3] [--settle 1] [--no-kill]
 
 Starts, in a network and PID namespace of its own (loopback only; needs root or user
 namespaces), a Ray head and a second node with ``ray start`` (one logical CPU each;
 actors take none and are spread with ``SPREAD``) and a Dask scheduler with two
 workers of ``lanes / 2`` threads with ``dask scheduler`` / ``dask worker``. Then,
 per engine, side by side in one process and alternating order round by round, the
-items per second of ``--items`` items of ``--work-ms`` each with ``--lanes`` in flight:
+items per second of ``--items`` items of ``--work-ms`` each with ``--lanes`` in flight,
+timed after every contestant's actors are up and ``--settle`` seconds of rest (the
+cluster finishes what the previous contestant left: killed actors, new workers):
 
 * Ray: ``ray.util.ActorPool.map_unordered`` over N actors, and a ``MonitoredSession``
   (no hooks) over ``RayActorSessionCreator`` with ``max_in_flight=N`` iterating with
@@ -63,6 +65,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--work-ms", type=float, default=20.0)
     parser.add_argument("--items", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=1.0, help="seconds of rest before each contestant is timed")
     parser.add_argument("--no-kill", action="store_true")
     args = parser.parse_args(argv)
     for name in ("lanes", "items", "rounds"):
@@ -70,6 +73,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.lanes < 2 or args.lanes % 2:
         parser.error(f"--lanes must be an even number >= 2 (half on each node), got {args.lanes}")
+    if not args.settle >= 0:
+        parser.error(f"--settle must be >= 0, got {args.settle}")
     if not args.work_ms > 0:
         parser.error(f"--work-ms must be > 0, got {args.work_ms}")
     return args
@@ -79,8 +84,10 @@ def feeds(args: argparse.Namespace, n: int | None = None) -> Iterator[dict[str, 
     return ({"x": i, "s": args.work_ms / 1000} for i in range(args.items if n is None else n))
 
 
-def rate(run: Callable[[], int]) -> float:
-    """Items per second of ``run()`` (which returns how many items it did)."""
+def rate(run: Callable[[], int], settle: float = 0.0) -> float:
+    """Items per second of ``run()`` (which returns how many items it did), timed after
+    ``settle`` seconds of rest."""
+    time.sleep(settle)
     started = time.perf_counter()
     done = run()
     return done / (time.perf_counter() - started)
@@ -101,12 +108,15 @@ class Creations:
 async def hookrun_items(creator: Any, args: argparse.Namespace, *, kill: Callable[[], object] | None = None) -> dict[str, Any]:
     """Items per second of a monitored session's lanes (after a warm-up), or with ``kill``
     called a third of the way in, the recovery figures."""
+    import anyio
+
     import hookrun
 
     creations = Creations()
     async with hookrun.MonitoredSession(creator, [creations], max_in_flight=args.lanes) as sess:
         async for _ in sess.iterate(["x"], feeds(args, 2 * args.lanes), ordered=False):
             pass  # every lane up, caches warm
+        await anyio.sleep(args.settle)
         stamps: list[float] = []
         killed_at = None
         started = time.perf_counter()
@@ -163,7 +173,7 @@ def ray_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any]) 
             return float(figures["items_per_s"])
 
         cases: dict[str, Callable[[], float]] = {
-            "actor_pool": lambda: rate(pool),
+            "actor_pool": lambda: rate(pool, args.settle),
             "hookrun_asyncio": lambda: anyio.run(lanes, backend="asyncio"),
             "hookrun_trio": lambda: anyio.run(lanes, backend="trio"),
         }
@@ -249,8 +259,8 @@ def dask_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any])
             return float(figures["items_per_s"])
 
         cases: dict[str, Callable[[], float]] = {
-            "as_completed": lambda: rate(completed),
-            "actors_native": lambda: rate(actors_native),
+            "as_completed": lambda: rate(completed, args.settle),
+            "actors_native": lambda: rate(actors_native, args.settle),
             "hookrun_tasks": lambda: anyio.run(task_lanes, backend="asyncio"),
             "hookrun_actors": lambda: anyio.run(actor_lanes, backend="asyncio"),
             "hookrun_actors_trio": lambda: anyio.run(actor_lanes, backend="trio"),
