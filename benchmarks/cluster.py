@@ -2,14 +2,16 @@
 two-node cluster, and the time a lost node costs.
 
     python -m benchmarks.cluster [--engine ray|dask|both] [--lanes 8] [--work-ms 20]
-                                 [--items 400] [--rounds 3] [--no-kill]
+                                 [--items 400] [--rounds 3] [--settle 1] [--no-kill]
 
 Starts, in a network and PID namespace of its own (loopback only; needs root or user
 namespaces), a Ray head and a second node with ``ray start`` (one logical CPU each;
 actors take none and are spread with ``SPREAD``) and a Dask scheduler with two
 workers of ``lanes / 2`` threads with ``dask scheduler`` / ``dask worker``. Then,
 per engine, side by side in one process and alternating order round by round, the
-items per second of ``--items`` items of ``--work-ms`` each with ``--lanes`` in flight:
+items per second of ``--items`` items of ``--work-ms`` each with ``--lanes`` in flight,
+timed after every contestant's actors are up and ``--settle`` seconds of rest (the
+cluster finishes what the previous contestant left: killed actors, new workers):
 
 * Ray: ``ray.util.ActorPool.map_unordered`` over N actors, and a ``MonitoredSession``
   (no hooks) over ``RayActorSessionCreator`` with ``max_in_flight=N`` iterating with
@@ -48,13 +50,12 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``hook
     __package__ = "benchmarks"
 
 from ._cluster_work import AsyncSleepWorker, SleepWorker, sleep_plain, sleep_task
-from ._clusters import Started, dask_worker, isolate, ray_node, wait_for_port
+from ._clusters import ROOT, Processes, cli, dask_worker, isolate, ray_node, wait_for_port
 
 __all__ = ["main"]
 
 RAY_PORT = 6391
 DASK_PORT = 8791
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -64,6 +65,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--work-ms", type=float, default=20.0)
     parser.add_argument("--items", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=1.0, help="seconds of rest before each contestant is timed")
     parser.add_argument("--no-kill", action="store_true")
     args = parser.parse_args(argv)
     for name in ("lanes", "items", "rounds"):
@@ -71,6 +73,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.lanes < 2 or args.lanes % 2:
         parser.error(f"--lanes must be an even number >= 2 (half on each node), got {args.lanes}")
+    if not args.settle >= 0:
+        parser.error(f"--settle must be >= 0, got {args.settle}")
     if not args.work_ms > 0:
         parser.error(f"--work-ms must be > 0, got {args.work_ms}")
     return args
@@ -80,8 +84,10 @@ def feeds(args: argparse.Namespace, n: int | None = None) -> Iterator[dict[str, 
     return ({"x": i, "s": args.work_ms / 1000} for i in range(args.items if n is None else n))
 
 
-def rate(run: Callable[[], int]) -> float:
-    """Items per second of ``run()`` (which returns how many items it did)."""
+def rate(run: Callable[[], int], settle: float = 0.0) -> float:
+    """Items per second of ``run()`` (which returns how many items it did), timed after
+    ``settle`` seconds of rest."""
+    time.sleep(settle)
     started = time.perf_counter()
     done = run()
     return done / (time.perf_counter() - started)
@@ -99,15 +105,18 @@ class Creations:
         self.at.append(time.monotonic())
 
 
-async def hookrun_items(creator: Any, args: argparse.Namespace, *, kill: Callable[[], None] | None = None) -> dict[str, Any]:
+async def hookrun_items(creator: Any, args: argparse.Namespace, *, kill: Callable[[], object] | None = None) -> dict[str, Any]:
     """Items per second of a monitored session's lanes (after a warm-up), or with ``kill``
     called a third of the way in, the recovery figures."""
+    import anyio
+
     import hookrun
 
     creations = Creations()
     async with hookrun.MonitoredSession(creator, [creations], max_in_flight=args.lanes) as sess:
         async for _ in sess.iterate(["x"], feeds(args, 2 * args.lanes), ordered=False):
             pass  # every lane up, caches warm
+        await anyio.sleep(args.settle)
         stamps: list[float] = []
         killed_at = None
         started = time.perf_counter()
@@ -141,11 +150,12 @@ def ray_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any]) 
 
     from hookrun.ray import RayActorSessionCreator
 
-    started = Started(temp_dir, {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"})
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
+    procs = Processes(temp_dir)
     try:
-        ray_node(started, "head", head=True, port=RAY_PORT, ip="127.0.0.1", cpus=1)
+        ray_node(procs, env, "head", head=True, port=RAY_PORT, ip="127.0.0.1", cpus=1)
         wait_for_port("127.0.0.1", RAY_PORT, 120)
-        ray_node(started, "node-b", head=False, port=RAY_PORT, ip="127.0.0.2", cpus=1)
+        node_b = ray_node(procs, env, "node-b", head=False, port=RAY_PORT, ip="127.0.0.2", cpus=1)
         ray.init(address=f"127.0.0.1:{RAY_PORT}", _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
         _wait(lambda: len([n for n in ray.nodes() if n["Alive"]]) == 2, "two Ray nodes")  # type: ignore[no-untyped-call]
         options = {"num_cpus": 0, "scheduling_strategy": "SPREAD"}
@@ -163,7 +173,7 @@ def ray_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any]) 
             return float(figures["items_per_s"])
 
         cases: dict[str, Callable[[], float]] = {
-            "actor_pool": lambda: rate(pool),
+            "actor_pool": lambda: rate(pool, args.settle),
             "hookrun_asyncio": lambda: anyio.run(lanes, backend="asyncio"),
             "hookrun_trio": lambda: anyio.run(lanes, backend="trio"),
         }
@@ -174,12 +184,12 @@ def ray_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any]) 
 
             async def lose_node() -> dict[str, Any]:
                 async with RayActorSessionCreator(SleepWorker, actor_options=options) as creator:
-                    return await hookrun_items(creator, args, kill=lambda: started.kill("node-b"))
+                    return await hookrun_items(creator, args, kill=lambda: procs.kill(node_b))
 
             results["ray"]["node_lost"] = anyio.run(lose_node, backend="asyncio")
         ray.shutdown()
     finally:
-        started.stop()
+        procs.stop_all()
 
 
 # -- Dask --------------------------------------------------------------------------------------
@@ -192,15 +202,15 @@ def dask_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any])
     from hookrun.dask import DaskActorSessionCreator, DaskStepSession
 
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
-    started = Started(temp_dir, env)
+    procs = Processes(temp_dir)
     threads = args.lanes // 2
     client = None
     try:
-        started.start("scheduler", [os.path.join(os.path.dirname(sys.executable), "dask"), "scheduler",
-                                    "--host", "127.0.0.1", "--port", str(DASK_PORT), "--no-dashboard"])
+        procs.start([cli("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(DASK_PORT), "--no-dashboard"],
+                    env, "scheduler.log")
         wait_for_port("127.0.0.1", DASK_PORT, 60)
-        dask_worker(started, "a", port=DASK_PORT, ip="127.0.0.2", threads=threads)
-        dask_worker(started, "b", port=DASK_PORT, ip="127.0.0.3", threads=threads)
+        dask_worker(procs, env, "a", port=DASK_PORT, ip="127.0.0.2", threads=threads)
+        worker_b = dask_worker(procs, env, "b", port=DASK_PORT, ip="127.0.0.3", threads=threads)
         client = distributed.Client(f"tcp://127.0.0.1:{DASK_PORT}", set_as_default=False, timeout=60)  # type: ignore[no-untyped-call]
         client.wait_for_workers(2, timeout=120)
         s = args.work_ms / 1000
@@ -249,8 +259,8 @@ def dask_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any])
             return float(figures["items_per_s"])
 
         cases: dict[str, Callable[[], float]] = {
-            "as_completed": lambda: rate(completed),
-            "actors_native": lambda: rate(actors_native),
+            "as_completed": lambda: rate(completed, args.settle),
+            "actors_native": lambda: rate(actors_native, args.settle),
             "hookrun_tasks": lambda: anyio.run(task_lanes, backend="asyncio"),
             "hookrun_actors": lambda: anyio.run(actor_lanes, backend="asyncio"),
             "hookrun_actors_trio": lambda: anyio.run(actor_lanes, backend="trio"),
@@ -265,13 +275,13 @@ def dask_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any])
 
             async def lose_worker() -> dict[str, Any]:
                 async with DaskActorSessionCreator(SleepWorker, client=client) as creator:
-                    return await hookrun_items(creator, args, kill=lambda: started.kill("b"))
+                    return await hookrun_items(creator, args, kill=lambda: procs.kill(worker_b))
 
             results["dask"]["worker_lost"] = anyio.run(lose_worker, backend="asyncio")
     finally:
         if client is not None:
             client.close()  # type: ignore[no-untyped-call]
-        started.stop()
+        procs.stop_all()
 
 
 # -- both --------------------------------------------------------------------------------------

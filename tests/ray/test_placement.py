@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import Any
 
 import anyio
@@ -10,6 +11,7 @@ import pytest
 
 from hookrun.ray import _placement
 from hookrun.ray._placement import NodeWatch
+from hookrun.remote._future import WaitEnded, wait_future
 
 pytestmark = pytest.mark.anyio
 
@@ -58,24 +60,25 @@ async def test_a_node_ray_lists_dead_is_left_to_ray(cluster: dict[str, bool]) ->
 
 
 async def test_the_calls_waiting_on_a_lost_node_end_and_the_others_go_on(cluster: dict[str, bool]) -> None:
-    """The calls on b are cancelled when b is found gone; a call on a is not."""
+    """The calls on b are ended (their futures cancelled) when b is found gone; a call on a is not."""
     watch = NodeWatch()
     ended: list[str] = []
+    futures = [concurrent.futures.Future[None]() for _ in range(3)]
 
-    async def call(node: str) -> None:
-        with anyio.CancelScope() as scope:
-            watch.waiting(node, scope)
-            await anyio.sleep_forever()
-        watch.done(node, scope)
+    async def call(i: int, node: str) -> None:
+        with pytest.raises(WaitEnded):
+            await wait_future(futures[i], None, watch.calls(node))
         ended.append(node)
 
     cluster["b"] = False
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
-            for node in ("b", "b", "a"):
-                tg.start_soon(call, node)
+            for i, node in enumerate(("b", "b", "a")):
+                tg.start_soon(call, i, node)
             await anyio.wait_all_tasks_blocked()
             await watch.lost("b")
             await anyio.wait_all_tasks_blocked()
             assert ended == ["b", "b"]
+            assert [f.cancelled() for f in futures] == [True, True, False]
+            assert [len(watch.calls(node)) for node in ("a", "b")] == [1, 0]
             tg.cancel_scope.cancel()

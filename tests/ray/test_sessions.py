@@ -153,6 +153,37 @@ async def test_timeout_frees_the_caller_and_cancels_the_actor_call(tmp_path: Pat
                 await until_exists(cancelled)
 
 
+async def test_a_call_on_a_node_found_gone_ends_and_cancels_its_actor_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the creator's watch finds the node of a waiting call gone (its raylet made to
+    refuse here), the call raises UnavailableError at once and ray.cancel reaches the actor."""
+    from hookrun.ray import _placement
+
+    latch = _remote.Latch.remote()
+    cancelled = tmp_path / "cancelled"
+    async with RayActorSessionCreator(_remote.AsyncModel) as creator:
+        session = await creator.create_session()
+        watch = creator._watch
+        assert watch is not None and session.node is not None
+        try:
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+
+                    async def call() -> None:
+                        with pytest.raises(hookrun.UnavailableError, match="no longer answers"):
+                            await session.run([], {"latch": latch, "cancelled": str(cancelled)})
+
+                    tg.start_soon(call)
+                    await remote_wait(latch.wait.remote("started"))
+                    monkeypatch.setattr(_placement, "_answers", lambda address: False)
+                    await watch.lost(session.node)
+                await until_exists(cancelled)
+            assert watch.calls(session.node) == set()
+        finally:
+            await session.aclose()
+
+
 def test_creator_options_are_checked() -> None:
     """Restarts cannot be turned on; the method must exist; the class must be a class."""
     with pytest.raises(ValueError, match=r"actor_options\['max_restarts'\]=2"):

@@ -6,7 +6,8 @@ this machine, and no engine can rewrite 127.0.0.1 into another address) and a PI
 namespace whose first process is the scenario (so the kernel ends every process left
 in it when the scenario ends). Inside, the scenario brings loopback up, starts the
 engine's processes with ``Processes`` and stops them by the PIDs it started, never
-with an engine's own "stop everything" command.
+with an engine's own "stop everything" command. ``Processes``, ``loopback_up`` and
+``wait_for_port`` are the cluster benchmark's (``benchmarks._clusters``), shared.
 """
 
 from __future__ import annotations
@@ -15,19 +16,17 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import psutil
+from benchmarks._clusters import UNSHARE, Processes, loopback_up, wait_for_port
 
 __all__ = ["ROOT", "Processes", "loopback_up", "namespace_problem", "others_alive", "run_isolated", "wait_for_port"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-_UNSHARE = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
 
 
 def namespace_problem() -> str | None:
@@ -37,7 +36,7 @@ def namespace_problem() -> str | None:
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         return "making a network namespace needs unshare (util-linux) and ip (iproute2)"
     try:
-        done = subprocess.run([*_UNSHARE, "ip", "link", "set", "lo", "up"], capture_output=True, text=True, timeout=30)
+        done = subprocess.run([*UNSHARE, "ip", "link", "set", "lo", "up"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unshare failed: {exc!r}"
     if done.returncode != 0:
@@ -47,7 +46,7 @@ def namespace_problem() -> str | None:
 
 def run_isolated(module: str, args: list[str], *, timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``python -m module args`` in a namespace of its own; return the JSON it prints last."""
-    argv = [*_UNSHARE, sys.executable, "-m", module, *args]
+    argv = [*UNSHARE, sys.executable, "-m", module, *args]
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -60,74 +59,6 @@ def run_isolated(module: str, args: list[str], *, timeout: float, env: dict[str,
     assert proc.returncode == 0, f"{module} failed ({proc.returncode}):\n{err[-6000:]}"
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return result
-
-
-def loopback_up() -> None:
-    """Bring up the namespace's loopback interface (127.0.0.0/8: every address on it works)."""
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-
-
-def wait_for_port(host: str, port: int, within: float) -> None:
-    """Wait (bounded) until ``host:port`` accepts a connection."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=1):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listens on {host}:{port} after {within:.0f} s") from None
-            time.sleep(0.1)
-
-
-class Processes:
-    """The processes a scenario started, each stopped by its PID and its descendants' PIDs."""
-
-    def __init__(self, log_dir: str) -> None:
-        self.log_dir = log_dir
-        self.started: list[subprocess.Popen[bytes]] = []
-
-    def start(self, argv: list[str], env: dict[str, str], log: str) -> subprocess.Popen[bytes]:
-        with open(os.path.join(self.log_dir, log), "ab") as out:
-            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
-        self.started.append(proc)
-        return proc
-
-    def kill(self, proc: subprocess.Popen[bytes]) -> list[int]:
-        """SIGKILL ``proc`` and every process under it at once (a node or worker lost); their PIDs."""
-        tree = _tree(proc.pid)
-        for member in tree:
-            try:
-                member.kill()
-            except psutil.NoSuchProcess:
-                continue
-        psutil.wait_procs(tree, timeout=10)
-        proc.wait(timeout=10)
-        return [member.pid for member in tree]
-
-    def stop_all(self, grace: float = 20.0) -> None:
-        """SIGTERM each started process (its tree after ``grace`` seconds: SIGKILL), newest first."""
-        for proc in reversed(self.started):
-            tree = _tree(proc.pid)
-            if proc.poll() is None:
-                proc.terminate()
-            _, alive = psutil.wait_procs(tree, timeout=grace)
-            for member in alive:
-                try:
-                    member.kill()
-                except psutil.NoSuchProcess:
-                    continue
-            psutil.wait_procs(alive, timeout=10)
-            if proc.poll() is None:
-                proc.wait(timeout=10)
-
-
-def _tree(pid: int) -> list[psutil.Process]:
-    try:
-        root = psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return []
-    return [root, *root.children(recursive=True)]
 
 
 def others_alive() -> list[str]:

@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from hookrun.remote import await_future
+from hookrun.remote._future import WaitEnded, Waiting, wait_future
 
 pytestmark = pytest.mark.anyio
 
@@ -126,6 +127,61 @@ async def test_many_concurrent_waiters() -> None:
 
                 tg.start_soon(one)
     assert results == {i: i * i for i in range(50)}
+
+
+async def test_ending_a_wait_cancels_its_future_and_raises_wait_ended() -> None:
+    """``Waiting.end`` (here from another thread) frees the waiting task: its cancel is
+    called once, ``WaitEnded`` is raised, and the wait has left the set."""
+    future: concurrent.futures.Future[int] = concurrent.futures.Future()
+    waits: set[Waiting] = set()
+    calls: list[str] = []
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+
+            async def wait() -> None:
+                with pytest.raises(WaitEnded):
+                    await wait_future(future, lambda: calls.append("cancel"), waits)
+
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            (waiting,) = waits
+            thread = threading.Thread(target=waiting.end)
+            thread.start()
+            thread.join()
+    assert calls == ["cancel"]
+    assert waits == set()
+
+
+async def test_a_wait_whose_future_finished_first_returns_its_result() -> None:
+    """Ended after its future is done: the result wins, nothing is cancelled."""
+    future: concurrent.futures.Future[int] = concurrent.futures.Future()
+    waits: set[Waiting] = set()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            result: list[int] = []
+
+            async def wait() -> None:
+                result.append(await wait_future(future, None, waits))
+
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            future.set_result(5)
+            for waiting in list(waits):
+                waiting.end()
+    assert result == [5]
+    assert not future.cancelled()
+    assert waits == set()
+
+
+async def test_a_cancelled_wait_leaves_the_set() -> None:
+    """Cancelling the waiting task cancels the future and removes its wait from the set."""
+    future: concurrent.futures.Future[int] = concurrent.futures.Future()
+    waits: set[Waiting] = set()
+    with anyio.fail_after(10), anyio.move_on_after(0.01) as scope:
+        await wait_future(future, None, waits)
+    assert scope.cancelled_caught
+    assert future.cancelled()
+    assert waits == set()
 
 
 async def test_not_a_future_is_a_type_error() -> None:

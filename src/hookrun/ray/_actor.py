@@ -16,10 +16,9 @@ declared dead neither holds up the lanes nor gets a new session.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
-import anyio
 import ray
 from ray.actor import ActorClass, ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -27,6 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from .._errors import UnavailableError
 from .._log import logger
 from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
+from ..remote._future import WaitEnded
 from ._errors import await_ref
 from ._placement import NodeWatch, node_of_actor
 from ._runtime import RayLease
@@ -52,31 +52,28 @@ class RayActorSession(RemoteActorSession):
         super().__init__(actor, method, label)
         self.node = node
         self._watch = watch
+        # The calls waiting on this node's actors: the watch ends them if the node is gone.
+        self._waits = None if watch is None or node is None else watch.calls(node)
 
-    def _call(
+    async def _call(
         self, fetches: list[Hashable], feed_dict: dict[Any, Any], tags: dict[str, Any] | None
-    ) -> Awaitable[Sequence[Any]]:
+    ) -> Sequence[Any]:
         call = getattr(self.actor, self._method)
         if tags:
             ref = call.remote(fetches, feed_dict, tags=tags)
         else:
             ref = call.remote(fetches, feed_dict)
-        return self._await(ref)
-
-    async def _await(self, ref: ray.ObjectRef[Any]) -> Sequence[Any]:
-        watch, node = self._watch, self.node
-        if watch is None or node is None:
-            return cast("Sequence[Any]", await await_ref(ref, repr(self)))
-        with anyio.CancelScope() as scope:  # cancelled by the watch if the node is gone
-            watch.waiting(node, scope)
-            try:
-                return cast("Sequence[Any]", await await_ref(ref, repr(self)))
-            except UnavailableError:
-                await watch.lost(node)
-                raise
-            finally:
-                watch.done(node, scope)
-        raise UnavailableError(f"{self!r}: the node of its actor ({node}) no longer answers")
+        waits = self._waits
+        if waits is None:
+            return cast("Sequence[Any]", await await_ref(ref, self))
+        try:
+            return cast("Sequence[Any]", await await_ref(ref, self, waits))
+        except UnavailableError:
+            if self._watch is not None:
+                await self._watch.lost(self.node)
+            raise
+        except WaitEnded:  # the watch found the node gone while this call waited
+            raise UnavailableError(f"{self!r}: the node of its actor ({self.node}) no longer answers") from None
 
     def _end(self) -> None:
         _kill(self.actor)

@@ -22,7 +22,7 @@ from ray.exceptions import (
     WorkerCrashedError,
 )
 
-from ..remote import await_future
+from ..remote._future import Waiting, wait_future
 from ..remote._lost import unavailable
 
 __all__ = ["RECOVERABLE_ERRORS", "await_ref", "is_recoverable"]
@@ -46,11 +46,13 @@ def is_recoverable(exc: BaseException) -> bool:
     return getattr(exc, "actor_init_failed", False) is not True
 
 
-async def await_ref(ref: ray.ObjectRef[Any], what: str) -> Any:
-    """The value of ``ref``; a recoverable Ray error becomes ``UnavailableError`` naming ``what``."""
+async def await_ref(ref: ray.ObjectRef[Any], what: object, waits: set[Waiting] | None = None) -> Any:
+    """The value of ``ref``; a recoverable Ray error becomes ``UnavailableError`` naming
+    ``what`` (formatted only then). While it waits, the wait is in ``waits`` (if given):
+    ending it there cancels the call and raises ``WaitEnded``."""
     try:
-        return await await_future(ref.future(), cancel=lambda: ray.cancel(ref))
+        return await wait_future(ref.future(), lambda: ray.cancel(ref), waits)
     except Exception as exc:
         if is_recoverable(exc):
-            raise unavailable(what, exc) from exc
+            raise unavailable(str(what), exc) from exc
         raise

@@ -26,6 +26,7 @@ import anyio
 import ray
 
 from .._log import logger
+from ..remote._future import Waiting
 
 __all__ = ["RECHECK", "NodeWatch", "node_of_actor"]
 #: Seconds a probe of a suspect node's raylet stands for.
@@ -44,18 +45,14 @@ class NodeWatch:
 
     def __init__(self) -> None:
         self._suspects: dict[str, float | None] = {}  # node ID -> when found unreachable (None: not yet probed)
-        self._calls: dict[str, set[anyio.CancelScope]] = {}  # node ID -> the calls waiting on it
+        self._calls: dict[str, set[Waiting]] = {}  # node ID -> the calls waiting on it
         self._gone: set[str] = set()  # nodes found not answering (reported once)
         self._turn = 0
 
-    def waiting(self, node: str, scope: anyio.CancelScope) -> None:
-        """A call on an actor of ``node`` waits in ``scope`` (ended if the node is gone)."""
-        self._calls.setdefault(node, set()).add(scope)
-
-    def done(self, node: str, scope: anyio.CancelScope) -> None:
-        calls = self._calls.get(node)
-        if calls is not None:
-            calls.discard(scope)
+    def calls(self, node: str) -> set[Waiting]:
+        """The calls waiting on actors of ``node`` (each call is in it while it waits,
+        see ``hookrun.remote._future.wait_future``); ended if the node is gone."""
+        return self._calls.setdefault(node, set())
 
     async def lost(self, node: str | None) -> None:
         """An actor on ``node`` was lost: suspect the node; if its raylet does not answer,
@@ -73,8 +70,8 @@ class NodeWatch:
                     "%d calls waiting on it end", node, *address, len(calls),
                 )
             self._suspects[node] = time.monotonic()
-            for scope in self._calls.pop(node, set()):
-                scope.cancel()
+            for waiting in list(calls):
+                waiting.end()
 
     async def place(self) -> str | None:
         """The ID of the node to pin a new actor to (``None``: no node to avoid, Ray places it)."""

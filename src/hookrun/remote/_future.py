@@ -24,7 +24,7 @@ import anyio.lowlevel
 
 from .._log import logger
 
-__all__ = ["FutureLike", "await_future"]
+__all__ = ["FutureLike", "WaitEnded", "Waiting", "await_future", "wait_future"]
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -64,24 +64,63 @@ async def await_future(
         The future's result.
     """
     _check_future(future)
+    return await wait_future(future, cancel)
+
+
+class WaitEnded(Exception):
+    """A wait was ended (``Waiting.end``) before its future was done; the future was cancelled."""
+
+
+class Waiting:
+    """One task waiting on a future: the future's done-callback and ``end`` wake it.
+
+    ``wake`` and ``end`` may be called from any thread; once the event loop has
+    finished they do nothing.
+    """
+
+    __slots__ = ("_call_soon", "_set", "ended")
+
+    def __init__(self, set_event: Callable[[], object], call_soon: Callable[[Callable[[], object]], object]) -> None:
+        self._set = set_event
+        self._call_soon = call_soon
+        self.ended = False
+
+    def wake(self, _: object = None) -> None:
+        # RuntimeError: the event loop has finished, so nobody waits any more.
+        with contextlib.suppress(RuntimeError):
+            self._call_soon(self._set)
+
+    def end(self) -> None:
+        """End the wait: the waiting task cancels the future and raises ``WaitEnded``."""
+        self.ended = True
+        self.wake()
+
+
+async def wait_future(
+    future: FutureLike[T_co], cancel: Callable[[], object] | None, waits: set[Waiting] | None = None
+) -> T_co:
+    """``await_future`` without the check of ``future``'s type; while it waits, its
+    ``Waiting`` is in ``waits`` (if given), so that others can end it (``WaitEnded``)."""
     if future.done():
         await anyio.lowlevel.checkpoint()
         return future.result()
     done = anyio.Event()
-    call_soon = _call_soon_threadsafe()
-
-    def on_done(_: object) -> None:
-        # RuntimeError: the event loop has finished, so nobody waits any more.
-        with contextlib.suppress(RuntimeError):
-            call_soon(done.set)
-
-    future.add_done_callback(on_done)
+    waiting = Waiting(done.set, _call_soon_threadsafe())
+    future.add_done_callback(waiting.wake)
+    if waits is not None:
+        waits.add(waiting)
     try:
         await done.wait()
     except BaseException:
         if not future.done():
             _cancel_quietly(future, cancel)
         raise
+    finally:
+        if waits is not None:
+            waits.discard(waiting)
+    if waiting.ended and not future.done():
+        _cancel_quietly(future, cancel)
+        raise WaitEnded
     return future.result()
 
 
