@@ -12,8 +12,8 @@ and re-runs the call (``_recovering.py``), and the session is released on every 
 The plain-call step is ``Stepping._hooked_step``'s path for plain calls, copied here so
 that such a step needs no coroutine of its own: a step with one plain hook costs 10-12 %
 less with it, with ten 7-12 % less, measured side by side in one process (the plan on and
-off, asyncio and trio); it serves the row against pluggy in ``python -m benchmarks.peers``,
-which misses its target without it. Where a ``before_run`` asked for
+off, asyncio and trio; the instance-installed ``run`` it replaces gained as much). It
+serves the plain-hook rows against pluggy in ``python -m benchmarks.peers``. Where a ``before_run`` asked for
 something the step goes on in ``_hooked_step``, with the calls already made. Errors are
 counted in their phase and a missing fetch is named, as there.
 """
