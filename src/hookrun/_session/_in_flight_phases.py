@@ -38,7 +38,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from .._dispatch import _nest
-from .._dispatch._merge import DEFAULT_OPTIONS, check_options
+from .._dispatch._merge import DEFAULT_OPTIONS, FetchLayout, check_options
 from .._errors import CLEAN_STOP_TYPES
 from .._hook_protocol import InFlightRunContext, RunMetadata, SessionRunValues
 from .._inside import STEPS_GET, STEPS_SET
@@ -230,12 +230,16 @@ def end_before(self: InFlight, step: Step, requests: list[Any] | None) -> None:
     """The ``before_run`` phase is over: the hooks' requests merged into what the step's
     run fetches and feeds."""
     fetches, feed_dict, _, _ = step.args
-    s = self.s
-    if requests is None:  # no hook has a before_run
-        requests = self.no_requests
+    s, merged = self.s, step.merged
     # The session's fetch layout, reused while the step asks for what the last one did:
     # its keys and shapes are shared by the steps in flight, not made anew by each.
-    step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(fetches, feed_dict, step.merged, requests)
+    if requests is not None and requests.count(None) != len(requests):  # feeds and options merged too
+        step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(fetches, feed_dict, merged, requests)
+    else:  # no hook asked for anything: the layout alone (``_gather`` without its merge)
+        layout, nothing = s._layout, self.no_requests
+        if layout is None or not layout.fits(fetches, nothing):
+            layout = s._layout = FetchLayout(fetches, s._before.calls, nothing)
+        step.keys, step.shape, step.shapes, step.feeds = layout.keys, layout.caller_shape, None, feed_dict
     if step.trace is not None and not merged.trace:
         del step.trace[:]
     step.trace = None
