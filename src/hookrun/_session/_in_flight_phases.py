@@ -19,8 +19,8 @@ With many steps in flight the objects each one keeps while its run waits are wha
 garbage collector walks over and over (with 1024 steps of 10 ms in flight it took a
 quarter of the driver's time on asyncio, against a twentieth for the hand-written
 loop): so no coroutine waits with the raw run but ``step_body``, the fetch layout is
-the session's (shared by the steps, ``_gather``), and the step's mark on the context
-(``STEPS``) is restored without a token. A step's errors are counted
+the session's (``FetchLayout``, shared by the steps), and the step's mark on the
+context (``STEPS``) is restored without a token. A step's errors are counted
 (``count_failure``) where the phase they came from is known.
 
 Invariants: ``before_run`` and ``after_run`` run under the engine's phase lock (one hook
