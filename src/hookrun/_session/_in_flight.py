@@ -82,6 +82,10 @@ class InFlight:
         self._counted = 0  # the number the counter was last moved to (valid while _next is set)
         self._held: Step | None = None  # a step whose first before_run phase failed
         self._resume: anyio.Event | None = None  # set once _held's before_run is whole or it ended
+        #: What a step's code runs inside of when no other session's step encloses it.
+        self.inside: tuple[object, ...] = (session,)
+        #: The requests of a ``before_run`` phase no hook has (every hook asked for nothing).
+        self.no_requests: list[None] = [None] * len(session._before.calls)
 
     def phase(self) -> PhaseLock:
         """The phase lock: one hook phase at a time (taken at once when free; waiters are

@@ -3,7 +3,7 @@ computed) and ``Rescope``, what a step whose cancel scope a failing hook cancell
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ class Step:
         "on_freed",
         "on_ran",
         "run_seconds",
+        "run_started",
         "sampled",
         "scope",
         "shape",
@@ -66,10 +67,11 @@ class Step:
         self.started = 0.0
         self.occupied = 0.0  # the lanes' occupancy integral when it was timed from
         self.run_seconds: float | None = None  # a timed step's raw run
+        self.run_started = 0.0  # when a timed step's raw run started
         #: Where a ``before_run`` phase under way records its calls' timings (None: nowhere).
         self.trace: list[Any] | None = None
         self.where = "before_run"
-        self.keys: list[Hashable] | Any = []
+        self.keys: Sequence[Hashable] = ()
         self.shape: Any = None
         self.shapes: Any = None
         self.feeds: Any = None

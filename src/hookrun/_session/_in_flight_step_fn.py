@@ -15,7 +15,7 @@ from .._hook_protocol import RunMetadata, RunOptions
 from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET
 from ._checks import check_step_fn
 from ._in_flight import InFlight
-from ._in_flight_phases import run_and_after
+from ._in_flight_phases import count_failure, finish_step, start_run
 from ._in_flight_step import Step
 from ._state import State
 
@@ -77,7 +77,12 @@ class _LaneOwner:
                 if not await engine.admit(sub):
                     engine.check_open("run_with_hooks()")
                     raise RunAfterStopError("run_with_hooks() called after the session stopped")
-                return await run_and_after(engine, sub)
+                try:
+                    returned = await start_run(engine, sub)
+                except BaseException as exc:
+                    count_failure(engine, sub, exc)
+                    raise
+                return await finish_step(engine, sub, returned)
             raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
         except BaseException as exc:
             error = exc
