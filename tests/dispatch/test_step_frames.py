@@ -68,7 +68,7 @@ def _size(fn: types.FunctionType) -> int:
 def test_the_step_functions_are_found() -> None:
     names = {name for name, _ in _coroutine_functions()}
     assert "hookrun._session._stepping.Stepping._hooked_step" in names
-    assert "hookrun._session._monitored._MonitoredSessionBase.run" in names
+    assert "hookrun._session._run.Running.run" in names
 
 
 @pytest.mark.parametrize(("name", "fn"), list(_coroutine_functions()), ids=lambda v: v if isinstance(v, str) else "")
