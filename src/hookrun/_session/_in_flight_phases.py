@@ -38,7 +38,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from .._dispatch import _nest
-from .._dispatch._merge import DEFAULT_OPTIONS, FetchLayout, check_options
+from .._dispatch._merge import DEFAULT_OPTIONS, check_options
 from .._errors import CLEAN_STOP_TYPES
 from .._hook_protocol import InFlightRunContext, RunMetadata, SessionRunValues
 from .._inside import STEPS_GET, STEPS_SET
@@ -236,9 +236,7 @@ def end_before(self: InFlight, step: Step, requests: list[Any] | None) -> None:
     if requests is not None and requests.count(None) != len(requests):  # feeds and options merged too
         step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(fetches, feed_dict, merged, requests)
     else:  # no hook asked for anything: the layout alone (``_gather`` without its merge)
-        layout, nothing = s._layout, self.no_requests
-        if layout is None or not layout.fits(fetches, nothing):
-            layout = s._layout = FetchLayout(fetches, s._before.calls, nothing)
+        layout = s._layout_for(fetches, self.no_requests)
         step.keys, step.shape, step.shapes, step.feeds = layout.keys, layout.caller_shape, None, feed_dict
     if step.trace is not None and not merged.trace:
         del step.trace[:]

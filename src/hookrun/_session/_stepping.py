@@ -270,11 +270,17 @@ class Stepping:
         keys, the caller's shape, each hook's shape (by hook index), the merged feeds and
         options, when some hook asked for something. The layout of the last step is reused
         while the requests fit it."""
+        layout = self._layout_for(fetches, requests)
+        feeds, merged = merge_feeds_and_options(self._before.calls, requests, feed_dict, options)
+        return layout.keys, layout.caller_shape, layout.shapes or None, feeds, merged
+
+    def _layout_for(self, fetches: object, requests: Sequence[Any]) -> FetchLayout:
+        """The session's fetch layout for ``fetches`` and the hooks' ``requests``: the last
+        step's while they fit it (its keys and shapes shared), else a new one, kept."""
         layout = self._layout
         if layout is None or not layout.fits(fetches, requests):
             layout = self._layout = FetchLayout(fetches, self._before.calls, requests)
-        feeds, merged = merge_feeds_and_options(self._before.calls, requests, feed_dict, options)
-        return layout.keys, layout.caller_shape, layout.shapes or None, feeds, merged
+        return layout
 
 
 def _after_run_args(
