@@ -13,9 +13,9 @@ The plain-call step is ``Stepping._hooked_step``'s path for plain calls, copied 
 that such a step needs no coroutine of its own: a step with one plain hook costs 10-12 %
 less with it, with ten 7-12 % less, measured side by side in one process (the plan on and
 off, asyncio and trio; the instance-installed ``run`` it replaces gained as much). It
-serves the plain-hook rows against pluggy in ``python -m benchmarks.peers``. Where a ``before_run`` asked for
-something the step goes on in ``_hooked_step``, with the calls already made. Errors are
-counted in their phase and a missing fetch is named, as there.
+serves the plain-hook rows against pluggy in ``python -m benchmarks.peers``. Where a
+``before_run`` asked for something the step goes on in ``_hooked_step``, with the calls
+already made. Errors are counted in their phase and a missing fetch is named, as there.
 """
 
 from __future__ import annotations
@@ -150,8 +150,8 @@ class Running:
                     after_step = local.increment_nowait(1)  # type: ignore[union-attr]
                     where = "after_run"
                     if self._after.calls:
-                        values_ = _new_tuple(SessionRunValues, (None, DEFAULT_OPTIONS, metadata, after_step))
-                        call_after(self._after, ctx, values_)
+                        nothing = _new_tuple(SessionRunValues, (None, DEFAULT_OPTIONS, metadata, after_step))
+                        call_after(self._after, ctx, nothing)  # no hook fetched anything
                 except BaseException as exc:
                     stats.failed(where, exc)
                     raise
