@@ -67,7 +67,7 @@ def _size(fn: types.FunctionType) -> int:
 
 def test_the_step_functions_are_found() -> None:
     names = {name for name, _ in _coroutine_functions()}
-    assert "hookrun._session._stepping.Stepping._hooked_step" in names
+    assert "hookrun._session._stepping.Stepping._general_step" in names
     assert "hookrun._session._run.Running.run" in names
 
 

@@ -439,7 +439,7 @@ async def test_step_context_is_current_in_hooks_and_never_leaks() -> None:
 
 async def test_no_step_context_costs_nothing() -> None:
     sess = MonitoredSession(Creator(), [Noop()])
-    assert sess._step in (sess._run_hooked, sess._hooked_step)  # no wrapper when no hook has a step_context
+    assert sess._step in (sess._scoped_step, sess._general_step)  # no wrapper when no hook has a step_context
     with pytest.raises(TypeError, match="step_context is not callable"):
         bad = Noop()
         bad.step_context = 3  # type: ignore[attr-defined]

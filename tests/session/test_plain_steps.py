@@ -290,6 +290,36 @@ async def test_a_step_cancelled_in_its_run_leaves_the_session_usable() -> None:
     assert counts is not None and counts[2]["run"] == 1
 
 
+async def test_a_session_without_hooks_steps_as_the_general_step() -> None:
+    """No hook at all is the plan with no call to make: results, a missing fetch named, a
+    recovery, a cancelled run and the statistics as the general step."""
+
+    def make(record: Record) -> MonitoredSession:
+        creator = ScriptedCreator(
+            {"k": lambda step, feeds: step}, session_errors={0: {2: AbortedError("lost")}}, hang_at={1: [2]}
+        )
+        return MonitoredSession(creator, [])
+
+    async def steps(sess: MonitoredSession) -> list[Any]:
+        out: list[Any] = []
+        async with sess:
+            out += [await sess.run(), await sess.run({"a": "k", "b": ["k"]}, {"fed": 1})]
+            out.append(await sess.run("k"))  # the session is lost here: a new one runs it again
+            with pytest.raises(KeyError) as caught:
+                await sess.run(["k", "nowhere"])
+            out.append(_outcome(caught.value))
+            with anyio.move_on_after(0.02) as scope:
+                await sess.run("k")  # hangs
+            out += [scope.cancelled_caught, sess._busy, await sess.run("k"), await sess.global_step()]
+        return [*out, sess.statistics().sessions_created]
+
+    outcome, record, counts = await _both_ways(make, steps)
+    assert outcome[:3] == [None, {"a": 1, "b": [1]}, 0]  # the values count the session's own runs
+    assert outcome[3][0] == "KeyError" and "nowhere" in outcome[3][1]
+    assert outcome[4:] == [True, False, 3, 4, 2]  # cancelled, not busy, a run, the step; 2 sessions
+    assert record == [] and counts == (4, 3, {"before_run": 0, "run": 3, "after_run": 0}, [])
+
+
 async def test_only_sessions_of_plain_calls_take_the_plain_step() -> None:
     class Async(SessionRunHook):
         async def before_run(self, run_context: SessionRunContext) -> None:
@@ -304,7 +334,7 @@ async def test_only_sessions_of_plain_calls_take_the_plain_step() -> None:
     record: Record = []
     plain = MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h")])
     assert _takes_plain_steps(plain)
-    assert not _takes_plain_steps(MonitoredSession(ScriptedCreator({})))  # no hook: the bare step
+    assert _takes_plain_steps(MonitoredSession(ScriptedCreator({})))  # no hook: no call to make
     assert not _takes_plain_steps(MonitoredSession(ScriptedCreator({}), [PlainRecorder(record, "h"), Async()]))
     assert not _takes_plain_steps(MonitoredSession(ScriptedCreator({}), [Traces()]))
 

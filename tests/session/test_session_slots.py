@@ -45,9 +45,8 @@ STEP_METHODS: list[Callable[..., Any]] = [
     _MonitoredSessionBase.run,
     _MonitoredSessionBase._admit,
     _MonitoredSessionBase.should_stop,
-    Stepping._run_bare,
-    Stepping._run_hooked,
-    Stepping._hooked_step,
+    Stepping._scoped_step,
+    Stepping._general_step,
     Stepping._run_in_step_contexts,
 ]
 

@@ -137,7 +137,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         # A step needs a cancel scope around its phases when a phase has a hook after an async one.
         step_scoped = self._before.cancellable or self._after.cancellable
         self._step: Callable[..., Awaitable[Any]] = (
-            self._run_bare if not self._hooked else self._run_hooked if step_scoped else self._hooked_step
+            self._scoped_step if step_scoped else self._general_step
         )
         #: Hooks entering a context around every step (``step_context``); none: no cost at all.
         self._step_hooks = step_context_hooks(self.hooks)

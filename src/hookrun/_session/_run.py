@@ -2,19 +2,19 @@
 
 ``run`` reads the session's plan for a step. With steps in flight it goes to that
 engine. Otherwise, when every ``before_run`` and ``after_run`` call of the session is a
-plain function and the step is the common one (an open session, untimed by the
+plain function (or it has none) and the step is the common one (an open session, untimed by the
 statistics, without ``options``, no retries on the same session), its phases and the raw
 run happen right here, in ``run``'s own coroutine; any other step goes to the step body
 the constructor chose (``self._step``: ``_stepping.py``). Either way the session is
 marked busy and inside its own step, a recoverable error re-creates the lane's session
 and re-runs the call (``_recovering.py``), and the session is released on every way out.
 
-The plain-call step is ``Stepping._hooked_step``'s path for plain calls, copied here so
+The plain-call step is ``Stepping._general_step``'s path for plain calls, copied here so
 that such a step needs no coroutine of its own: a step with one plain hook costs 10-12 %
 less with it, with ten 7-12 % less, measured side by side in one process (the plan on and
 off, asyncio and trio; the instance-installed ``run`` it replaces gained as much). It
 serves the plain-hook rows against pluggy in ``python -m benchmarks.peers``. Where a
-``before_run`` asked for something the step goes on in ``_hooked_step``, with the calls
+``before_run`` asked for something the step goes on in ``_general_step``, with the calls
 already made. Errors are counted in their phase and a missing fetch is named, as there.
 """
 
@@ -56,11 +56,10 @@ _new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level
 
 
 def plain_steps(session: Any) -> bool:
-    """Whether every hook call of ``session``'s steps is a plain function, with nothing
-    entered or timed around a step and the session's own step counter."""
+    """Whether every hook call of ``session``'s steps is a plain function (or it has none),
+    with nothing entered or timed around a step and the session's own step counter."""
     return bool(
-        session._hooked
-        and not session._step_hooks
+        not session._step_hooks
         and not session._time_before_run
         and session._local is not None
         and all(plan.plain is not None or not plan.calls for plan in (session._before, session._after))
@@ -74,6 +73,7 @@ class Running:
     _busy: bool
     _hook_stop: bool
     _plain: bool
+    _hooked: bool
     _recovers: bool
     _retry_on: tuple[type[BaseException], ...]
     _coord: Coordinator | None
@@ -87,7 +87,7 @@ class Running:
     _step_done: anyio.Event | None
     _step: Callable[..., Awaitable[Any]]
     _in_flight: InFlight | None
-    _hooked_step: Callable[..., Awaitable[Any]]
+    _general_step: Callable[..., Awaitable[Any]]
     _recoverable_cause: Callable[[BaseException], BaseException | None]
     _fail_over: Callable[[], None]
     _with_recovery: Callable[..., Awaitable[Any]]
@@ -125,7 +125,9 @@ class Running:
                     return await self._step(fetches, feed_dict, options, run_metadata)
                 # The step of plain hook calls, here (see the module docstring).
                 raw, local = self._raw, self._local
-                ctx = SessionRunContext((fetches, feed_dict, None), raw, local.value, self._on_stop)  # type: ignore[union-attr]
+                ctx: Any = None  # no hook call, no context
+                if self._hooked:
+                    ctx = SessionRunContext((fetches, feed_dict, None), raw, local.value, self._on_stop)  # type: ignore[union-attr]
                 metadata = RunMetadata() if run_metadata is None else run_metadata
                 stats.steps += 1
                 try:
@@ -135,7 +137,7 @@ class Running:
                     raise
                 if asked is not None:  # a hook asked for something: the general step goes on from here
                     stats.steps -= 1  # and counts it
-                    return await self._hooked_step(fetches, feed_dict, None, metadata, None, ctx, asked)
+                    return await self._general_step(fetches, feed_dict, None, metadata, None, ctx, asked)
                 where = "run"
                 try:
                     keys: list[Hashable] = []

@@ -72,6 +72,7 @@ class Stepping:
     _stats: Collector
     _retry_on: tuple[type[BaseException], ...]
 
+    _hooked: bool
     _step_hooks: tuple[Any, ...]
     _inner_step: Callable[..., Any]
 
@@ -97,81 +98,22 @@ class Stepping:
                 stack.enter_context(hook.step_context(ctx, metadata))
             return await self._inner_step(fetches, feed_dict, options, metadata, ctx=ctx)
 
-    async def _run_bare(
-        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
-        run_metadata: RunMetadata | None, ctx: SessionRunContext | None = None,
-    ) -> Any:
-        """A step when no hook overrides before_run or after_run."""
-        raw = self._raw
-        if raw is None:
-            self._refuse_broken()
-        stats = self._stats
-        stats.steps = count = stats.steps + 1
-        if count >= stats.next_sample:
-            return await self._sampled_bare(fetches, feed_dict, options, run_metadata)
-        keys: list[Hashable] = []
-        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-        metadata = RunMetadata() if run_metadata is None else run_metadata
-        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
-        try:  # _raw_run and _checked, inlined: a step after a wait pays for every call it makes
-            if merged is DEFAULT_OPTIONS and not self._retry_on:
-                values = await raw.run(keys, feed_dict or NO_FEEDS, merged, metadata)
-            else:
-                values = await _raw_run(self, raw, keys, feed_dict or NO_FEEDS, merged, metadata)
-            if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-                values = check_values(raw, keys, values)
-        except BaseException as exc:
-            stats.failed("run", exc)
-            raise
-        if self._local is not None:
-            self._local.increment_nowait(1)
-        else:
-            await self._counter.increment(1)
-        return None if shape is None else _nest.pack(shape, values)
-
-    async def _sampled_bare(
-        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
-        run_metadata: RunMetadata | None,
-    ) -> Any:
-        """A bare step that is timed for the statistics."""
-        stats, raw = self._stats, self._raw
-        keys: list[Hashable] = []
-        shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
-        metadata = RunMetadata() if run_metadata is None else run_metadata
-        merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
-        step = self._local.value if self._local is not None else None
-        clock = stats.clock
-        started = clock()
-        try:
-            values = _checked(raw, keys, await _raw_run(self, raw, keys, feed_dict or NO_FEEDS, merged, metadata))
-        except BaseException as exc:
-            stats.failed("run", exc)
-            stats.end_sample(step, started, clock() - started, False)
-            raise
-        run_seconds = clock() - started
-        if self._local is not None:
-            self._local.increment_nowait(1)
-        else:
-            await self._counter.increment(1)
-        stats.end_sample(step, started, run_seconds, True)
-        return None if shape is None else _nest.pack(shape, values)
-
-    async def _run_hooked(
+    async def _scoped_step(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
         run_metadata: RunMetadata | None, ctx: SessionRunContext | None = None,
     ) -> Any:
         """A step with hooks under the step's cancel scope (the session steps straight into
-        ``_hooked_step`` when no phase needs one)."""
+        ``_general_step`` when no phase needs one)."""
         with self._dispatcher.new_scope() as scope:
-            return await self._hooked_step(fetches, feed_dict, options, run_metadata, scope, ctx)
+            return await self._general_step(fetches, feed_dict, options, run_metadata, scope, ctx)
         raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover
 
-    async def _hooked_step(
+    async def _general_step(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
         run_metadata: RunMetadata | None, scope: anyio.CancelScope | None = None,
         ctx: SessionRunContext | None = None, asked: list[Any] | None = None,
     ) -> Any:
-        """A step with hooks (``scope``: the step's cancel scope, when a phase needs one;
+        """A step, with hooks or none (``scope``: the step's cancel scope, when a phase needs one;
         ``ctx``: the step's context, when ``step_context`` hooks or ``run()`` already made
         it; ``asked``: the requests of before_run calls ``run()`` already made, when a hook
         asked for something)."""
@@ -179,11 +121,14 @@ class Stepping:
         if raw is None:
             self._refuse_broken()
         local = self._local
-        if ctx is None:
+        step: int | None
+        if ctx is not None:
+            step = ctx.global_step
+        elif self._hooked:
             step = local.value if local is not None else await step_at_start(self._counter)
             ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
-        else:
-            step = ctx.global_step
+        else:  # no hook call needs the step's context (nor a read of a shared counter)
+            step = local.value if local is not None else None
         merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
         stats = self._stats
         stats.steps += 1
@@ -284,12 +229,13 @@ class Stepping:
 
 
 def _after_run_args(
-    calls: Sequence[Call], ctx: SessionRunContext, shapes: dict[int, Any] | None, values: Sequence[Any],
+    calls: Sequence[Call], ctx: SessionRunContext | None, shapes: dict[int, Any] | None, values: Sequence[Any],
     nothing: SessionRunValues,
 ) -> list[tuple[Any, ...]]:
     """Each after_run call's ``(run_context, run_values)``: exactly the structure its hook
     fetched, or ``nothing`` (``results`` None) if it fetched nothing (``shapes``: each
-    fetching hook's structure by hook index; ``None`` when no hook fetched anything)."""
+    fetching hook's structure by hook index; ``None`` when no hook fetched anything;
+    ``ctx``: None only for a session without hooks, which has no calls)."""
     if shapes is None:
         return [(ctx, nothing)] * len(calls)
     _, options, metadata, step = nothing
