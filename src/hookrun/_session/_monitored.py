@@ -37,7 +37,7 @@ from .._dispatch._dispatcher import Dispatcher
 from .._dispatch._merge import FetchLayout
 from .._dispatch._overrides import hook_list
 from .._dispatch._plan import hook_name
-from .._errors import RECOVERABLE_TYPES, RunAfterStopError, SessionClosedError
+from .._errors import RECOVERABLE_TYPES, SessionClosedError
 from .._global_step import LocalStepCounter, StepCounter
 from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET, inside_error, inside_step
 from .._observe._report import SessionStatistics
@@ -62,7 +62,7 @@ from ._recovering import Recovering
 from ._retry import RetryPolicy
 from ._run import Running, plain_steps
 from ._state import STEPPABLE as _STEPPABLE
-from ._state import State
+from ._state import State, refuse_step
 from ._step_fn_context import StepContext
 from ._stepping import Stepping, step_context_hooks
 
@@ -238,22 +238,15 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         """The one check before a step starts: refuse it, saying why, unless it may run."""
         if self._state in _STEPPABLE and not self._busy and not self._hook_stop:
             return
-        name = type(self).__name__
-        if self._state is State.NEW:
-            raise SessionClosedError(f"{name}.{what} called outside 'async with'")
-        if self._state is State.ENTERING:
-            raise SessionClosedError(f"{name}.{what} called while the session is being entered (from another task)")
-        if self._state is State.CLOSED:
-            raise SessionClosedError(f"{name}.{what} called after the session closed")
-        if self._busy and inside_step(self):
-            raise inside_error(self, what)
-        if self._busy:
+        if self._state in _STEPPABLE and self._busy:
+            if inside_step(self):
+                raise inside_error(self, what)
             raise RuntimeError(
-                f"{name}.{what} called while another run() or run_step_fn() "
+                f"{type(self).__name__}.{what} called while another run() or run_step_fn() "
                 "of this session is in progress (from another task, or re-entered from a hook); "
                 "a monitored session runs one step at a time"
             )
-        raise RunAfterStopError(f"{name}.{what} called after a hook requested stop")
+        refuse_step(self, self._state, what)
 
     def _refuse_broken(self) -> None:
         self._admit("run()")

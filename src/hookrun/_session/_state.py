@@ -11,7 +11,7 @@ OPEN           the coordinator exists; steps run on the lanes (a lane whose sess
 CLOSED         closed for good (``aclose``/``__aexit__``)
 =============  ====================================================================
 
-What each state allows (``ALLOWS``; a call refused says why, ``_monitored.py``):
+What each state allows (``ALLOWS``; a step refused says why: ``refuse_step``):
 
 =============  ======  =========  =======  ===========================
 state          run     iterate    close    recover a lane
@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ALLOWS", "CLOSABLE", "STEPPABLE", "TRANSITIONS", "State", "move"]
+from .._errors import RunAfterStopError, SessionClosedError
+
+__all__ = ["ALLOWS", "CLOSABLE", "STEPPABLE", "TRANSITIONS", "State", "move", "refuse_step"]
 
 
 class State(enum.Enum):
@@ -78,3 +80,17 @@ def move(current: State, new: State) -> State:
     if new not in TRANSITIONS[current]:
         raise RuntimeError(f"hookrun: a monitored session cannot go from {current.name} to {new.name}")
     return new
+
+
+def refuse_step(session: object, state: State, what: str) -> None:
+    """Raise why ``what`` (``run()``, ``iterate()``, ...) may not start a step of ``session``
+    in ``state``; a state that allows steps refuses it only after a hook requested stop.
+    The one wording of the admission rule, at every ``max_in_flight``."""
+    name = type(session).__name__
+    if state is State.NEW:
+        raise SessionClosedError(f"{name}.{what} called outside 'async with'")
+    if state is State.ENTERING:
+        raise SessionClosedError(f"{name}.{what} called while the session is being entered (from another task)")
+    if state is State.CLOSED:
+        raise SessionClosedError(f"{name}.{what} called after the session closed")
+    raise RunAfterStopError(f"{name}.{what} called after a hook requested stop")
