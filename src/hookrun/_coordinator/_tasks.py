@@ -15,6 +15,10 @@ Invariants:
   (a stop request or the last task finishing).
 * Teardown (grace period, cancelling stragglers, waiting for them to unwind) runs
   shielded and bounded, so it works from inside a cancelled scope.
+* A join or a close called from one of the coordinator's own tasks (or a task it
+  started) waits for the others, never for that task: it would wait for itself. That
+  task is neither a straggler nor cancelled by the close; it ends on its own, or when
+  the task group hosting the coordinator ends.
 
 The coordinator is not thread-safe: use it from tasks of one event loop.
 """
@@ -22,6 +26,7 @@ The coordinator is not thread-safe: use it from tasks of one event loop.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, TypeVarTuple
 
 import anyio
@@ -46,6 +51,10 @@ PosArgsT = TypeVarTuple("PosArgsT")
 
 #: How long cancelled stragglers get to unwind before teardown gives up on them.
 UNWIND_PERIOD = 5.0
+
+#: The coordinator task the running code belongs to (its cancel scope), set in each
+#: task's own context: inherited by the tasks it starts, seen by no other task.
+_TASK: ContextVar[anyio.CancelScope | None] = ContextVar("hookrun_coordinator_task", default=None)
 
 
 class Coordinator:
@@ -92,6 +101,8 @@ class Coordinator:
         self._tg: TaskGroup | None = None
         self._host_exit: anyio.Event | None = None
         self._host_done: anyio.Event | None = None
+        #: The task of ours a hosted close runs in (``_mine``), left to end on its own.
+        self._closer: anyio.CancelScope | None = None
 
     def __repr__(self) -> str:
         state = "open" if self._tg is not None else "closed"
@@ -227,6 +238,7 @@ class Coordinator:
         args: tuple[object, ...],
     ) -> None:
         forget_steps()  # started from a hook maybe, it runs beside the steps, not inside one
+        _TASK.set(scope)  # this task's own context: a join or close from it does not wait for it
         try:
             with scope:
                 await fn(*args)
@@ -239,6 +251,16 @@ class Coordinator:
         del self._tasks[scope]
         self._signal.notify()
 
+    def _mine(self) -> anyio.CancelScope | None:
+        """The task of this coordinator the calling code runs in, if any (a join or a close
+        from there must not wait for it)."""
+        scope = _TASK.get()
+        return scope if scope is not None and scope in self._tasks else None
+
+    def _others_done(self, mine: anyio.CancelScope | None) -> bool:
+        """Whether every task but ``mine`` ended."""
+        return not self._tasks or (mine is not None and len(self._tasks) == 1 and mine in self._tasks)
+
     # -- join and teardown ------------------------------------------------------
 
     async def join(self, stop_grace_period: float = 120.0, ignore_live_tasks: bool = False) -> None:
@@ -249,17 +271,20 @@ class Coordinator:
         stragglers, unless ``ignore_live_tasks`` (then they are only logged).
         """
         grace = _check_seconds("join(stop_grace_period=...)", stop_grace_period)
-        await self._signal.wait_until(lambda: self._signal.stopped or not self._tasks)
+        mine = self._mine()
+        await self._signal.wait_until(lambda: self._signal.stopped or self._others_done(mine))
         with anyio.CancelScope(shield=True):
             stragglers = await self._reap(grace)
         self._joined = True
         self._raise_outcome(stragglers, ignore_live_tasks)
 
     async def _reap(self, grace: float) -> list[str]:
-        """Give the tasks ``grace`` seconds, then cancel the stragglers; return their names."""
+        """Give the tasks ``grace`` seconds, then cancel the stragglers; return their names
+        (the task this runs in, if it is one of ours, is none of them)."""
+        mine = self._mine()
         with anyio.move_on_after(grace):
-            await self._signal.wait_until(lambda: not self._tasks)
-        stragglers = list(self._tasks.values())
+            await self._signal.wait_until(lambda: self._others_done(mine))
+        stragglers = [name for scope, name in self._tasks.items() if scope is not mine]
         if not stragglers:
             return stragglers
         logger().warning(
@@ -268,14 +293,15 @@ class Coordinator:
             " ".join(stragglers),
         )
         for scope in list(self._tasks):
-            scope.cancel()
+            if scope is not mine:
+                scope.cancel()
         with anyio.move_on_after(UNWIND_PERIOD):
-            await self._signal.wait_until(lambda: not self._tasks)
-        if self._tasks:
+            await self._signal.wait_until(lambda: self._others_done(mine))
+        if not self._others_done(mine):
             logger().warning(
                 "Coordinator tasks ignored cancellation for %gs: %s",
                 UNWIND_PERIOD,
-                " ".join(self._tasks.values()),
+                " ".join(name for scope, name in self._tasks.items() if scope is not mine),
             )
         return stragglers
 
@@ -343,7 +369,7 @@ class Coordinator:
                 self._tg = tg
                 task_status.started()
                 await exit_requested.wait()
-                if self._tasks:
+                if any(scope is not self._closer for scope in self._tasks):
                     tg.cancel_scope.cancel()
         finally:
             if self._tg is tg:
@@ -362,12 +388,14 @@ class Coordinator:
         exit_requested, done = self._host_exit, self._host_done
         self._tg = self._host_exit = self._host_done = None
         self.request_stop()
+        self._closer = mine = self._mine()
         with anyio.CancelScope(shield=True):
             stragglers = await self._reap(grace)
             self._joined = True
             if exit_requested is not None and done is not None:
                 exit_requested.set()
-                await self._wait_host(done)
+                if mine is None:  # else the host ends with this very task, after it
+                    await self._wait_host(done)
         self._raise_outcome(stragglers, ignore_live_tasks)
 
     async def _wait_host(self, done: anyio.Event) -> None:
