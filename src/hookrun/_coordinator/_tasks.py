@@ -268,7 +268,8 @@ class Coordinator:
         stop), then give them ``stop_grace_period`` seconds and cancel stragglers.
 
         Raises the recorded exception if any; else ``RuntimeError`` naming the
-        stragglers, unless ``ignore_live_tasks`` (then they are only logged).
+        stragglers, unless ``ignore_live_tasks`` (then they are only logged). Called
+        from one of the coordinator's own tasks, it waits for the others, not for that one.
         """
         grace = _check_seconds("join(stop_grace_period=...)", stop_grace_period)
         mine = self._mine()
