@@ -48,6 +48,7 @@ finish, as documented; once the iterator is dropped, no runner of it parks again
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections import deque
 from collections.abc import Callable, Coroutine
 from contextvars import Context, copy_context
@@ -206,11 +207,7 @@ class _Pipeline(StepIterator):
         self._runners.close()
         if not self._admitting and all(slot.done for slot in self._pending):
             return
-        try:
-            cancelled = anyio.current_effective_deadline() <= anyio.current_time()
-        except Exception:  # no event loop runs here: collected after it ended
-            return
-        if cancelled:
+        if task_cancelled():
             self._closed = self._done = self._exhausted = True
             self._cancel(RuntimeError("iterate(): the task iterating was cancelled"))
 
@@ -430,3 +427,20 @@ def _own(feed: Any) -> Any:
     """A copy of a dict feed, taken when its step is admitted: a feeds generator may yield one
     dict changed in place, and the steps still in flight must keep the feed they were given."""
     return feed.copy() if type(feed) is dict else feed
+
+
+def task_cancelled() -> bool:
+    """Whether the running task is being cancelled: by an anyio (or trio) cancel scope,
+    its deadline passed, or on asyncio by ``Task.cancel()`` or ``asyncio.timeout()``, which
+    no cancel scope shows. False where no event loop runs (collected after it ended)."""
+    try:
+        if anyio.current_effective_deadline() <= anyio.current_time():
+            return True
+    except Exception:
+        return False
+    asyncio = sys.modules.get("asyncio")  # not imported: no asyncio task runs
+    try:
+        task = None if asyncio is None else asyncio.current_task()
+    except RuntimeError:  # no asyncio event loop runs here
+        return False
+    return task is not None and task.cancelling() > 0
