@@ -53,7 +53,7 @@ class Closer:
         self.session: MonitoredSession | None = None
         self.coord: Coordinator | None = None
         if kind == "async":
-            self.before_run = self._async_before  # type: ignore[method-assign]
+            self.before_run = self._async_before  # type: ignore[method-assign,assignment]
 
     async def after_create_session(self, session: object, coord: Coordinator) -> None:
         self.coord = coord

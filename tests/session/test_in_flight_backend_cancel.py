@@ -36,6 +36,12 @@ class Raw:
         pass
 
 
+def _fed(run_context: SessionRunContext) -> Any:
+    feeds = run_context.original_args.feed_dict
+    assert feeds is not None
+    return feeds["i"]
+
+
 class Hook:
     overlapping_steps = True
 
@@ -43,13 +49,13 @@ class Hook:
         self.events = events
 
     def before_run(self, run_context: SessionRunContext) -> None:
-        self.events.append(("before", run_context.original_args.feed_dict["i"]))
+        self.events.append(("before", _fed(run_context)))
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        self.events.append(("after", run_context.original_args.feed_dict["i"]))
+        self.events.append(("after", _fed(run_context)))
 
 
-async def _consume(sess: MonitoredSession, events: Events, ordered: bool, cancel: Callable[[], None]) -> None:
+async def _consume(sess: MonitoredSession, events: Events, ordered: bool, cancel: Callable[[], object]) -> None:
     """Iterate; the first loop body cancels the task by ``cancel`` and waits, where the
     cancellation lands."""
     async for _ in sess.iterate("x", ({"i": i} for i in range(1000)), ordered=ordered):
