@@ -50,6 +50,7 @@ class Closer:
     def __init__(self, kind: str, after_close: str = "return") -> None:
         self.kind, self.after_close = kind, after_close
         self.log: list[str] = []
+        self.settled = anyio.Event()  # "closed" logged, and "went on" when it goes on
         self.session: MonitoredSession | None = None
         self.coord: Coordinator | None = None
         if kind == "async":
@@ -84,7 +85,8 @@ class Closer:
         if self.after_close == "sleep":  # goes on after the close: not cancelled by it
             await anyio.sleep(0.01)
             self.log.append("went on")
-        elif self.after_close == "forever":  # ended when the block is left
+        self.settled.set()
+        if self.after_close == "forever":  # ended when the block is left
             try:
                 await anyio.sleep_forever()
             finally:
@@ -116,10 +118,8 @@ async def test_a_coordinator_task_closes_the_session_without_waiting_for_itself(
                 while True:
                     await sess.run("x")
                     steps += 1
-            awaited = "went on" if after_close == "sleep" else "closed"  # the block waits for it
             with anyio.fail_after(LIMIT):
-                while awaited not in hook.log:
-                    await anyio.sleep(0.001)
+                await hook.settled.wait()
     assert steps >= 1
     assert hook.log[:1] == ["started"] and "end" in hook.log and "waiter done" in hook.log
     assert hook.log.index("waiter done") < hook.log.index("closed")  # the close waited for the other task
@@ -134,6 +134,7 @@ async def test_a_coordinator_task_closes_the_session_without_waiting_for_itself(
 
 async def test_join_from_a_coordinator_task_waits_for_the_others_only() -> None:
     log: list[str] = []
+    joined = anyio.Event()
     async with Coordinator(stop_grace_period=GRACE) as coord:
 
         async def other() -> None:
@@ -143,10 +144,10 @@ async def test_join_from_a_coordinator_task_waits_for_the_others_only() -> None:
         async def joiner() -> None:
             await coord.join(stop_grace_period=GRACE)
             log.append("joined")
+            joined.set()
 
         coord.start_soon(other)
         with anyio.fail_after(LIMIT):
             coord.start_soon(joiner)
-            while "joined" not in log:
-                await anyio.sleep(0.001)
+            await joined.wait()
     assert log == ["other done", "joined"]
