@@ -14,6 +14,7 @@ import pytest
 import sniffio
 
 from hookrun import MonitoredSession, RunMetadata, RunOptions, SessionRunContext, SessionRunValues
+from hookrun._cancelling import task_cancelled
 
 pytestmark = pytest.mark.anyio
 
@@ -107,3 +108,23 @@ async def test_a_cancellation_of_the_backend_in_the_loop_body_cancels_the_steps(
             events.clear()
             assert await sess.run("x", {"i": -1}) == -1  # usable afterwards
             assert [r async for r in sess.iterate("x", [{"i": -2}, {"i": -3}])] == [-2, -3]
+
+
+async def test_the_cancellation_check_reads_every_way_a_task_is_cancelled() -> None:
+    assert not task_cancelled()
+    with anyio.CancelScope() as scope:  # noqa: ASYNC100  # read, never awaited
+        scope.cancel()
+        assert task_cancelled()  # seen before the cancellation is delivered
+    with anyio.CancelScope(deadline=anyio.current_time() - 1):  # noqa: ASYNC100
+        assert task_cancelled()
+    if sniffio.current_async_library() == "asyncio":
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        assert task_cancelled()
+        task.uncancel()
+        assert not task_cancelled()
+
+
+def test_the_cancellation_check_outside_an_event_loop_says_no() -> None:
+    assert not task_cancelled()  # an iterator collected after its event loop ended

@@ -48,7 +48,6 @@ finish, as documented; once the iterator is dropped, no runner of it parks again
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections import deque
 from collections.abc import Callable, Coroutine
 from contextvars import Context, copy_context
@@ -56,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._cancelling import task_cancelled
 from .._dispatch._wake import Waker
 from .._errors import CLEAN_STOP_TYPES
 from ._in_flight_phases import step_body
@@ -428,19 +428,3 @@ def _own(feed: Any) -> Any:
     dict changed in place, and the steps still in flight must keep the feed they were given."""
     return feed.copy() if type(feed) is dict else feed
 
-
-def task_cancelled() -> bool:
-    """Whether the running task is being cancelled: by an anyio (or trio) cancel scope,
-    its deadline passed, or on asyncio by ``Task.cancel()`` or ``asyncio.timeout()``, which
-    no cancel scope shows. False where no event loop runs (collected after it ended)."""
-    try:
-        if anyio.current_effective_deadline() <= anyio.current_time():
-            return True
-    except Exception:
-        return False
-    asyncio = sys.modules.get("asyncio")  # not imported: no asyncio task runs
-    try:
-        task = None if asyncio is None else asyncio.current_task()
-    except RuntimeError:  # no asyncio event loop runs here
-        return False
-    return task is not None and task.cancelling() > 0
