@@ -25,6 +25,7 @@ LAYERS = [
     "_validate",
     "_timer",
     "_inside",
+    "_cancelling",
     "_coordinator",
     "_hook_protocol",
     # the runtime

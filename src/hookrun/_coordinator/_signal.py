@@ -11,7 +11,8 @@ Invariants:
 
 No tasks and no I/O: the coordinator (``_tasks.py``) owns one signal and hosts the
 tasks that record into it. Beside it: which exception types only request stop
-(``clean_types``) and the checkpoint a wait that need not wait still makes.
+(``clean_types``), the checkpoint a wait that need not wait still makes, and
+``StopOnException``, the context manager that turns an error into a stop request.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .._errors import CLEAN_STOP_TYPES
 from .._log import logger
 from .._validate import exception_types
 
-__all__ = ["StopSignal", "checkpoint", "clean_types"]
+__all__ = ["StopOnException", "StopSignal", "checkpoint", "clean_types"]
 
 
 class StopSignal:
@@ -91,3 +92,27 @@ async def checkpoint() -> None:
     from anyio.lowlevel import checkpoint
 
     await checkpoint()
+
+
+class StopOnException:
+    """The context manager returned by ``Coordinator.stop_on_exception()``."""
+
+    __slots__ = ("_request_stop",)
+
+    def __init__(self, request_stop: Callable[[BaseException], None]) -> None:
+        self._request_stop = request_stop
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
+        if isinstance(exc, Exception):
+            self._request_stop(exc)
+            return True
+        return False
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
+        return self.__exit__(exc_type, exc, tb)

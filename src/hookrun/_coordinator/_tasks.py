@@ -39,7 +39,7 @@ from .._inside import forget_steps
 from .._log import logger
 from .._validate import check_number
 from ._looper import run_loop
-from ._signal import StopSignal, clean_types
+from ._signal import StopOnException, StopSignal, clean_types
 
 if TYPE_CHECKING:
     from .._timer import Clock
@@ -157,13 +157,13 @@ class Coordinator:
             await self._signal.wait_until(self.should_stop)
         return self._signal.stopped
 
-    def stop_on_exception(self) -> _StopOnException:
+    def stop_on_exception(self) -> StopOnException:
         """A context manager (``with`` or ``async with``) that records an ``Exception``
         escaping its body as a stop request and suppresses it.
 
         ``BaseException`` s (cancellation, ``KeyboardInterrupt``) propagate.
         """
-        return _StopOnException(self.request_stop)
+        return StopOnException(self.request_stop)
 
     def raise_requested_exception(self) -> None:
         """Raise the recorded exception, with its original traceback, if any."""
@@ -410,30 +410,6 @@ class Coordinator:
     def _check_closed(self) -> None:
         if self._tg is not None or self._host_done is not None:
             raise RuntimeError("Coordinator is already open")
-
-
-class _StopOnException:
-    """The context manager returned by ``Coordinator.stop_on_exception()``."""
-
-    __slots__ = ("_request_stop",)
-
-    def __init__(self, request_stop: Callable[[BaseException], None]) -> None:
-        self._request_stop = request_stop
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
-        if isinstance(exc, Exception):
-            self._request_stop(exc)
-            return True
-        return False
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
-        return self.__exit__(exc_type, exc, tb)
 
 
 def _check_seconds(what: str, value: float) -> float:

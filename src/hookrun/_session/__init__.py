@@ -18,7 +18,8 @@ may be (``_factories.py``), closing a raw session (``_closing.py``) and lending 
 (``_borrowed.py``).
 
 Imports: the shared ``_errors``, ``_log``, ``_global_step``, ``_validate``, ``_inside``
-(which sessions the running code is inside a step of: set around every step), the hook
+(which sessions the running code is inside a step of: set around every step),
+``_cancelling`` (whether the running task is being cancelled), the hook
 protocol ``_hook_protocol``, the ``_coordinator`` each session creates, ``_dispatch``
 (the phases of hook calls) and ``_observe`` (its statistics). Never ``_checkpoint``
 or the built-in hooks: those build on the session.
