@@ -12,7 +12,7 @@ Invariants:
 No tasks and no I/O: the coordinator (``_tasks.py``) owns one signal and hosts the
 tasks that record into it. Beside it: which exception types only request stop
 (``clean_types``), the checkpoint a wait that need not wait still makes, and
-``StopOnException``, the context manager that turns an error into a stop request.
+``_StopOnException``, the context manager that turns an error into a stop request.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .._errors import CLEAN_STOP_TYPES
 from .._log import logger
 from .._validate import exception_types
 
-__all__ = ["StopOnException", "StopSignal", "checkpoint", "clean_types"]
+__all__ = ["StopSignal", "checkpoint", "clean_types"]
 
 
 class StopSignal:
@@ -94,7 +94,7 @@ async def checkpoint() -> None:
     await checkpoint()
 
 
-class StopOnException:
+class _StopOnException:
     """The context manager returned by ``Coordinator.stop_on_exception()``."""
 
     __slots__ = ("_request_stop",)

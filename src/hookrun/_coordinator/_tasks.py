@@ -39,7 +39,7 @@ from .._inside import forget_steps
 from .._log import logger
 from .._validate import check_number
 from ._looper import run_loop
-from ._signal import StopOnException, StopSignal, clean_types
+from ._signal import StopSignal, _StopOnException, clean_types
 
 if TYPE_CHECKING:
     from .._timer import Clock
@@ -157,13 +157,13 @@ class Coordinator:
             await self._signal.wait_until(self.should_stop)
         return self._signal.stopped
 
-    def stop_on_exception(self) -> StopOnException:
+    def stop_on_exception(self) -> _StopOnException:
         """A context manager (``with`` or ``async with``) that records an ``Exception``
         escaping its body as a stop request and suppresses it.
 
         ``BaseException`` s (cancellation, ``KeyboardInterrupt``) propagate.
         """
-        return StopOnException(self.request_stop)
+        return _StopOnException(self.request_stop)
 
     def raise_requested_exception(self) -> None:
         """Raise the recorded exception, with its original traceback, if any."""
