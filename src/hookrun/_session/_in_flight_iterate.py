@@ -120,8 +120,8 @@ class _Pipeline(StepIterator):
     """What an ``InFlightIterator`` iterates: its steps, its admission and its runners."""
 
     __slots__ = (
-        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_ordered", "_pending", "_runners", "_waiting",
-        "_wakes", "_window",
+        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_on_admitted", "_on_freed", "_ordered", "_pending",
+        "_runners", "_waiting", "_wake", "_wakes", "_window",
     )
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
@@ -139,6 +139,11 @@ class _Pipeline(StepIterator):
         #: waiting (the iterating task, and one closing the iterator from another task).
         self._wakes: list[Waker] = []
         self._runners = StepRunners(engine.s._task_group, engine.wakers)
+        # Bound once, not per step: a bound method a step holds lives as long as the step,
+        # and with many steps in flight the steps' objects are what the GC walks.
+        self._wake = self._wakeup
+        self._on_admitted = self._admitted
+        self._on_freed = self._lane_freed
 
     async def __anext__(self) -> Any:
         if self._busy:
@@ -241,12 +246,30 @@ class _Pipeline(StepIterator):
                     else:
                         assert slot is not None and slot.step is not None
                         slot.step.scope = scope
+                    step = slot.step
+                    assert step is not None
                     running = True
-                    again = await self._run(slot, again)
+                    resumed, again = again, None
+                    try:  # the step (admitted by ``step_body``), its outcome kept in its slot
+                        out = await step_body(engine, step, resumed)
+                    except Exception as exc:
+                        slot.error = exc
+                        self._exhausted = True  # a clean stop or an error: either way no step follows it
+                    except BaseException as exc:
+                        slot.error = exc
+                        self._exhausted = True
+                        self._over(slot)
+                        raise
+                    else:
+                        if isinstance(out, Rescope):  # its scope was cancelled: it goes on under a new one
+                            again = out
+                            renew = True
+                            break
+                        slot.admitted, slot.results = out
+                        if not slot.admitted:  # a stop kept it from being admitted
+                            self._exhausted = True
+                    self._over(slot)
                     running = False
-                    if again is not None:  # its scope was cancelled: it goes on under a new one
-                        renew = True
-                        break
                     if self._admitting or not self._may_admit():
                         return
                     self._admitting = True
@@ -261,28 +284,6 @@ class _Pipeline(StepIterator):
             assert running and slot is not None and slot.step is not None
             slot.error = engine.cancelled_error(slot.step)
             return
-
-    async def _run(self, slot: _Slot, again: Rescope | None) -> Rescope | None:
-        """The step of ``slot`` (admitted by ``step_body``), its outcome kept in the slot; a
-        ``Rescope`` when it goes on under a new scope (the step not over)."""
-        assert slot.step is not None
-        try:
-            out = await step_body(self._engine, slot.step, again)
-            if isinstance(out, Rescope):
-                return out
-            slot.admitted, slot.results = out
-            if not slot.admitted:  # a stop kept it from being admitted
-                self._exhausted = True
-        except Exception as exc:
-            slot.error = exc
-            self._exhausted = True  # a clean stop or an error: either way no step follows it
-        except BaseException as exc:
-            slot.error = exc
-            self._exhausted = True
-            self._over(slot)
-            raise
-        self._over(slot)
-        return None
 
     def _over(self, slot: _Slot) -> None:
         slot.done = True
@@ -311,7 +312,7 @@ class _Pipeline(StepIterator):
             self._exhausted = True
         except Exception as exc:  # the feed could not be taken: raised in its place
             self._exhausted = True
-            slot = _Slot(None, self._wakeup)
+            slot = _Slot(None, self._wake)
             slot.error, slot.done = exc, True
             self._pending.append(slot)
         except BaseException:
@@ -323,11 +324,11 @@ class _Pipeline(StepIterator):
         if step is None:
             self._end_admission()
             return None
-        slot = _Slot(step, self._wakeup)
+        slot = _Slot(step, self._wake)
         if not self._ordered:
             step.on_ran = slot.on_ran
-        step.on_admitted = self._admitted
-        step.on_freed = self._lane_freed
+        step.on_admitted = self._on_admitted
+        step.on_freed = self._on_freed
         self._pending.append(slot)
         return slot
 
