@@ -120,8 +120,8 @@ class _Pipeline(StepIterator):
     """What an ``InFlightIterator`` iterates: its steps, its admission and its runners."""
 
     __slots__ = (
-        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_on_admitted", "_on_freed", "_ordered", "_pending",
-        "_runners", "_waiting", "_wake", "_wakes", "_window",
+        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_handed", "_leaving", "_on_admitted", "_on_freed",
+        "_ordered", "_parked", "_pending", "_runners", "_waiting", "_wake", "_wakes", "_window",
     )
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
@@ -139,6 +139,11 @@ class _Pipeline(StepIterator):
         #: waiting (the iterating task, and one closing the iterator from another task).
         self._wakes: list[Waker] = []
         self._runners = StepRunners(engine.s._task_group, engine.wakers)
+        #: The jobs parked between steps (a runner's job whose step ended while another
+        #: admission was under way), the one handed the admission, and whether they leave.
+        self._parked: list[Waker] = []
+        self._handed: Waker | None = None
+        self._leaving = False
         # Bound once, not per step: a bound method a step holds lives as long as the step,
         # and with many steps in flight the steps' objects are what the GC walks.
         self._wake = self._wakeup
@@ -149,7 +154,7 @@ class _Pipeline(StepIterator):
         if self._busy:
             raise RuntimeError("iterate(): another task is already running a step of this iterator")
         if self._done and not self._pending:
-            self._runners.close()
+            self._close_runners()
             raise StopAsyncIteration
         self._busy = True
         try:
@@ -176,13 +181,13 @@ class _Pipeline(StepIterator):
                     return slot.results
         except StopAsyncIteration:
             self._done = True
-            self._runners.close()
+            self._close_runners()
             raise
         except BaseException as exc:
             self._done = self._exhausted = True
             self._cancel(exc)
             await self._wait_out()
-            self._runners.close()
+            self._close_runners()
             origin = self._origin(exc)
             self._pending.clear()
             if origin is exc:
@@ -198,7 +203,7 @@ class _Pipeline(StepIterator):
         self._exhausted = True
         self._cancel(RuntimeError("iterate(): the iterator was closed"))
         await self._wait_out()
-        self._runners.close()
+        self._close_runners()
         self._pending.clear()
         self._wakeup()  # a task still in __anext__ (closed from another task) ends now
 
@@ -208,7 +213,7 @@ class _Pipeline(StepIterator):
         landed: in the loop body too), no step is admitted any more and the steps in flight
         are cancelled, here and now; they end in their runners, which then leave. Otherwise
         (a ``break``) the steps go on, as documented; either way no runner parks again."""
-        self._runners.close()
+        self._close_runners()
         if not self._admitting and all(slot.done for slot in self._pending):
             return
         try:
@@ -233,6 +238,8 @@ class _Pipeline(StepIterator):
         one cancel scope, entered anew once a step's scope was cancelled."""
         engine = self._engine
         slot: _Slot | None = None
+        step: Step | None = None
+        out: tuple[bool, Any] | Rescope | None = None
         again: Rescope | None = None  # the step goes on under a new scope
         while True:
             scope = engine.new_scope()
@@ -270,9 +277,12 @@ class _Pipeline(StepIterator):
                             self._exhausted = True
                     self._over(slot)
                     running = False
+                    slot = step = out = resumed = None  # a parked job keeps no step alive
                     if self._admitting or not self._may_admit():
-                        return
-                    self._admitting = True
+                        if not await self._park():
+                            return
+                    else:
+                        self._admitting = True
                     await InContext(self._context.copy())  # as a job of its own would run
                     if scope.cancel_called:  # its step ended whole all the same (a hook swallowed it)
                         renew = True
@@ -284,6 +294,39 @@ class _Pipeline(StepIterator):
             assert running and slot is not None and slot.step is not None
             slot.error = engine.cancelled_error(slot.step)
             return
+
+    async def _park(self) -> bool:
+        """Park the job until an admission is handed to it (True) or the runners leave
+        (False). A new job (and maybe a new runner) is submitted only when none is parked:
+        a runner is started only when every one runs a step, and the steps in flight grow
+        no faster than the runners start, which the event loop paces when the driver, not
+        the steps, bounds the rate."""
+        if self._leaving or self._exhausted:
+            return False
+        wake = self._engine.wakers()
+        self._parked.append(wake)
+        try:
+            await wake.wait()
+        except BaseException:
+            if self._handed is wake:  # handed the admission as it was cancelled: it ends here
+                self._handed = None
+                self._end_admission()
+            elif wake in self._parked:
+                self._parked.remove(wake)
+            raise
+        if self._handed is not wake:  # woken to leave
+            return False
+        self._handed = None
+        return True
+
+    def _close_runners(self) -> None:
+        """No more jobs: the runners leave (the parked jobs now, the busy ones once their
+        step ended)."""
+        self._leaving = True
+        self._runners.close()
+        parked, self._parked = self._parked, []
+        for wake in parked:
+            wake.set()
 
     def _over(self, slot: _Slot) -> None:
         slot.done = True
@@ -333,8 +376,12 @@ class _Pipeline(StepIterator):
         return slot
 
     def _start_admission(self) -> None:
-        """Hand the admission to a runner."""
+        """Hand the admission to a parked job, else to a new one."""
         self._admitting = True
+        if self._parked:
+            self._handed = wake = self._parked.pop()
+            wake.set()
+            return
         try:
             self._runners.submit(self._admit_and_run(), self._context.copy())
         except BaseException:
