@@ -9,19 +9,17 @@ starts before the next step is admitted, and a fatal error in an admission cance
 steps before it before any later raw run starts. A runner whose step ended admits the
 next one itself when no admission is under way (in the same job, switched to a fresh
 context), so in a steady stream no task hands a step to another; when one is under way
-the job parks in the pipeline, and the next admission is handed to a parked job: a new
-job (and a new runner, unless one is parked) only when none is. So no more runners run
-than steps are admitted and not ended, and when the driver, not the steps, bounds the
-rate, the steps in flight grow only as fast as the event loop starts new runners (as a
-hand-written loop's spawns): with 1024 steps of 10 ms in flight, trio had started about
-2900 runners for 8192 steps, whose objects the garbage collector walked over and over (a
-third of the driver's time), against about 300 once parked jobs take the admissions. The
-steps a runner runs one after another share one cancel scope, the step's scope while it
-runs (another step's fatal error cancels it): a scope is entered anew only after one was
-cancelled, where one a step cost about a tenth of a step's time with 64 steps of 1 ms in
-flight on asyncio. The iterating task starts an admission only when none is under way
-and there is room (at the first ``__anext__``, or once its results made room). An
-admission that ends whole starts the next while lanes are free.
+the job parks (``ParkedJobs``) and is handed a later one: a new job, maybe a new runner,
+only when none is parked. So there are no more runners than steps admitted and not
+ended, and when the driver bounds the rate the steps in flight grow only as fast as the
+event loop starts runners (with 1024 steps of 10 ms in flight trio had started some 2900
+for 8192 steps, whose objects took the garbage collector a third of the driver's time;
+about 300 since). The steps a runner runs one after another share one cancel scope, the
+step's scope while it runs (another step's fatal error cancels it): a scope is entered
+anew only after one was cancelled, where one a step cost about a tenth of a step's time
+with 64 steps of 1 ms in flight on asyncio. The iterating task starts an admission only
+when none is under way and there is room (at the first ``__anext__``, or once its
+results made room). An admission that ends whole starts the next while lanes are free.
 
 Admission goes on while the caller's loop body runs: up to N steps in flight and at most
 ``2 N`` admitted and not yet yielded. Each step runs in a fresh copy of the iterating
@@ -56,7 +54,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
@@ -65,8 +63,9 @@ import anyio
 from .._dispatch._wake import Waker
 from .._errors import CLEAN_STOP_TYPES
 from ._in_flight_phases import step_body
-from ._in_flight_step import Rescope
+from ._in_flight_step import Rescope, Slot
 from ._iterate import StepIterator
+from ._lanes import ParkedJobs
 from ._runners import InContext, StepRunners
 
 if TYPE_CHECKING:
@@ -74,25 +73,6 @@ if TYPE_CHECKING:
     from ._in_flight_step import Step
 
 __all__ = ["InFlightIterator"]
-
-
-class _Slot:
-    __slots__ = ("admitted", "delivered", "done", "error", "ran", "results", "step", "wake")
-
-    def __init__(self, step: Step | None, wake: Callable[[], None]) -> None:
-        self.step = step  # None: a feed that could not be taken (``error`` says why)
-        self.wake = wake
-        self.done = False  # the step is over (its after_run returned, or it failed)
-        self.ran = False  # its raw run returned: its results are known
-        self.delivered = False  # yielded (ordered=False: maybe before its after_run)
-        self.admitted = False
-        self.results: Any = None
-        self.error: BaseException | None = None
-
-    def on_ran(self, results: Any) -> None:
-        if not self.ran:
-            self.ran, self.results = True, results
-            self.wake()
 
 
 class InFlightIterator(StepIterator):
@@ -127,15 +107,15 @@ class _Pipeline(StepIterator):
     """What an ``InFlightIterator`` iterates: its steps, its admission and its runners."""
 
     __slots__ = (
-        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_handed", "_leaving", "_on_admitted", "_on_freed",
-        "_ordered", "_parked", "_pending", "_runners", "_waiting", "_wake", "_wakes", "_window",
+        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_on_admitted", "_on_freed", "_ordered", "_parked",
+        "_pending", "_runners", "_waiting", "_wake", "_wakes", "_window",
     )
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
         super().__init__(engine.s, fetches, feeds, engine.s._set_hook_stop)
         self._engine = engine
         self._ordered = ordered
-        self._pending: deque[_Slot] = deque()  # admitted and not yielded yet, in admission order
+        self._pending: deque[Slot] = deque()  # admitted and not yielded yet, in admission order
         self._window = 2 * engine.n  # at most this many pending
         self._exhausted = False  # no more steps are admitted
         self._closed = False  # aclose() was called: the loop ends, whatever the steps it cancelled raise
@@ -146,11 +126,9 @@ class _Pipeline(StepIterator):
         #: waiting (the iterating task, and one closing the iterator from another task).
         self._wakes: list[Waker] = []
         self._runners = StepRunners(engine.s._task_group, engine.wakers)
-        #: The jobs parked between steps (a runner's job whose step ended while another
-        #: admission was under way), the one handed the admission, and whether they leave.
-        self._parked: list[Waker] = []
-        self._handed: Waker | None = None
-        self._leaving = False
+        #: A runner's job whose step ended while another admission was under way parks here:
+        #: a new job (maybe a new runner) is submitted only when none is parked.
+        self._parked = ParkedJobs(engine.wakers, self._is_exhausted, self._end_admission)
         # Bound once, not per step: a bound method a step holds lives as long as the step,
         # and with many steps in flight the steps' objects are what the GC walks.
         self._wake = self._wakeup
@@ -244,7 +222,7 @@ class _Pipeline(StepIterator):
         of the iterating task's context, and so on. The steps run one after another under
         one cancel scope, entered anew once a step's scope was cancelled."""
         engine = self._engine
-        slot: _Slot | None = None
+        slot: Slot | None = None
         step: Step | None = None
         out: tuple[bool, Any] | Rescope | None = None
         again: Rescope | None = None  # the step goes on under a new scope
@@ -285,13 +263,11 @@ class _Pipeline(StepIterator):
                     self._over(slot)
                     running = False
                     slot = step = out = resumed = None  # a parked job keeps no step alive
-                    if self._handed is not None:  # handed to a parked job not running yet: taken over
-                        self._handed = None
-                    elif self._admitting or not self._may_admit():
-                        if not await self._park():
+                    if not self._parked.take_over():  # (else: it was handed to a parked job not run yet)
+                        if not self._admitting and self._may_admit():
+                            self._admitting = True
+                        elif not await self._parked.park():
                             return
-                    else:
-                        self._admitting = True
                     await InContext(self._context.copy())  # as a job of its own would run
                     if scope.cancel_called:  # its step ended whole all the same (a hook swallowed it)
                         renew = True
@@ -304,48 +280,18 @@ class _Pipeline(StepIterator):
             slot.error = engine.cancelled_error(slot.step)
             return
 
-    async def _park(self) -> bool:
-        """Park the job until an admission is handed to it (True) or the runners leave
-        (False). A job whose step ends while an admission handed to a parked job waits for
-        that job to run takes the admission over, so admissions follow one another in one
-        pass of the event loop as steps end together. A new job (and maybe a new runner) is submitted only when none is parked:
-        a runner is started only when every one runs a step, and the steps in flight grow
-        no faster than the runners start, which the event loop paces when the driver, not
-        the steps, bounds the rate."""
-        while not (self._leaving or self._exhausted):
-            wake = self._engine.wakers()
-            self._parked.append(wake)
-            try:
-                await wake.wait()
-            except BaseException:
-                if self._handed is wake:  # handed the admission as it was cancelled: it ends here
-                    self._handed = None
-                    self._end_admission()
-                elif wake in self._parked:
-                    self._parked.remove(wake)
-                raise
-            if self._handed is wake:
-                self._handed = None
-                return True
-            # Woken to leave, or handed an admission that a job whose step ended took over
-            # before this one ran (in the same pass of the event loop): it parks again.
-        return False
-
     def _close_runners(self) -> None:
         """No more jobs: the runners leave (the parked jobs now, the busy ones once their
         step ended)."""
-        self._leaving = True
         self._runners.close()
-        parked, self._parked = self._parked, []
-        for wake in parked:
-            wake.set()
+        self._parked.leave()
 
-    def _over(self, slot: _Slot) -> None:
+    def _over(self, slot: Slot) -> None:
         slot.done = True
         if not self._ordered or self._exhausted or self._pending[0] is slot:  # what _finished waits for
             self._wakeup()
 
-    async def _admission(self, scope: anyio.CancelScope) -> _Slot | None:
+    async def _admission(self, scope: anyio.CancelScope) -> Slot | None:
         """The next feed and a lane for it, as a pending slot whose step (under ``scope``)
         ``step_body`` admits (the admission ends there); ``None``: nothing to admit
         (the admission ends here)."""
@@ -367,7 +313,7 @@ class _Pipeline(StepIterator):
             self._exhausted = True
         except Exception as exc:  # the feed could not be taken: raised in its place
             self._exhausted = True
-            slot = _Slot(None, self._wake)
+            slot = Slot(None, self._wake)
             slot.error, slot.done = exc, True
             self._pending.append(slot)
         except BaseException:
@@ -379,7 +325,7 @@ class _Pipeline(StepIterator):
         if step is None:
             self._end_admission()
             return None
-        slot = _Slot(step, self._wake)
+        slot = Slot(step, self._wake)
         if not self._ordered:
             step.on_ran = slot.on_ran
         step.on_admitted = self._on_admitted
@@ -390,9 +336,7 @@ class _Pipeline(StepIterator):
     def _start_admission(self) -> None:
         """Hand the admission to a parked job, else to a new one."""
         self._admitting = True
-        if self._parked:
-            self._handed = wake = self._parked.pop()
-            wake.set()
+        if self._parked.hand():
             return
         try:
             self._runners.submit(self._admit_and_run(), self._context.copy())
@@ -418,6 +362,9 @@ class _Pipeline(StepIterator):
             with contextlib.suppress(RuntimeError):  # the session's task group is closing
                 self._start_admission()
 
+    def _is_exhausted(self) -> bool:
+        return self._exhausted
+
     def _end_admission(self) -> None:
         self._admitting = False
         self._wakeup()  # the iterating task may wait for it
@@ -430,7 +377,7 @@ class _Pipeline(StepIterator):
 
     # -- in the iterating task --------------------------------------------------------------
 
-    async def _finished(self) -> _Slot | None:
+    async def _finished(self) -> Slot | None:
         """The next slot to take: the oldest once done (ordered), else the first whose
         results are known and not yielded yet, or that is done; ``None``: nothing is
         pending and no admission is under way."""
