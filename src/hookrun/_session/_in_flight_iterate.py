@@ -10,16 +10,17 @@ steps before it before any later raw run starts. A runner whose step ended admit
 next one itself when no admission is under way (in the same job, switched to a fresh
 context), so in a steady stream no task hands a step to another; when one is under way
 the job parks (``ParkedJobs``) and is handed a later one: a new job, maybe a new runner,
-only when none is parked. So there are no more runners than steps admitted and not
-ended, and when the driver bounds the rate the steps in flight grow only as fast as the
-event loop starts runners (with 1024 steps of 10 ms in flight trio had started some 2900
-for 8192 steps, whose objects took the garbage collector a third of the driver's time;
-about 300 since). The steps a runner runs one after another share one cancel scope, the
-step's scope while it runs (another step's fatal error cancels it): a scope is entered
-anew only after one was cancelled, where one a step cost about a tenth of a step's time
-with 64 steps of 1 ms in flight on asyncio. The iterating task starts an admission only
-when none is under way and there is room (at the first ``__anext__``, or once its
-results made room). An admission that ends whole starts the next while lanes are free.
+only when none is parked. So the runners are about as many as the most steps admitted
+and not ended at once, and when the driver bounds the rate the steps in flight grow only
+as fast as the event loop starts runners (with 1024 steps of 10 ms in flight trio had
+started some 2900 for 8192 steps, whose objects took the garbage collector a third of
+the driver's time; about 300 since). The steps a runner runs one after another share one
+cancel scope, the step's scope while it runs (another step's fatal error cancels it): a
+scope is entered anew only after one was cancelled, where one a step cost about a tenth
+of a step's time with 64 steps of 1 ms in flight on asyncio. The iterating task starts
+an admission only when none is under way and there is room (at the first ``__anext__``,
+or once its results made room). An admission that ends whole starts the next while lanes
+are free.
 
 Admission goes on while the caller's loop body runs: up to N steps in flight and at most
 ``2 N`` admitted and not yet yielded. Each step runs in a fresh copy of the iterating
