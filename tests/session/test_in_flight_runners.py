@@ -22,6 +22,7 @@ from hookrun import (
     SessionRunValues,
 )
 from tests.session._in_flight_support import (
+    RUNNER,
     FailsOnce,
     GatedCreator,
     Gates,
@@ -113,6 +114,38 @@ async def test_no_runner_is_left_once_the_iterator_ended() -> None:
             await steps.aclose()
             await anyio.wait_all_tasks_blocked()
             assert runners() == 0
+
+
+async def test_a_runner_whose_step_ended_takes_the_next_admission_instead_of_a_new_runner() -> None:
+    """Steps whose runs end out of order wait for their ``after_run`` turn, and a slow loop
+    body fills the window: the jobs whose step ended meanwhile park and are handed the next
+    admissions, so no more runners are started than steps were admitted and not ended (at
+    most ``2 N``) plus the admission, however long the stream."""
+    gates = Gates()
+    n, count = 3, 60
+    started: set[object] = set()
+
+    async def open_gates() -> None:
+        for first in range(0, count, n):  # each group of n runs ends in reverse order
+            for i in reversed(range(first, first + n)):
+                await anyio.sleep(0.001)
+                gates.open(i)
+
+    async with MonitoredSession(GatedCreator(gates), [Recorder()], max_in_flight=n) as sess:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(open_gates)
+                got = []
+                async for r in sess.iterate("y", feeds(count)):
+                    started.update(task.id for task in anyio.get_running_tasks() if task.name == RUNNER)
+                    if r % 7 == 0:  # a slow loop body: the window fills, the jobs park
+                        for _ in range(5):
+                            await anyio.lowlevel.checkpoint()
+                    got.append(r)
+            assert got == list(range(count))
+            await anyio.wait_all_tasks_blocked()
+            assert runners() == 0
+    assert 1 <= len(started) <= 2 * n + 1
 
 
 @pytest.mark.parametrize("rescoped", [False, True], ids=["one scope", "after a recovery under a new scope"])

@@ -8,13 +8,19 @@ the rest of it (the raw run, ``after_run``) right after the admission; so each r
 starts before the next step is admitted, and a fatal error in an admission cancels the
 steps before it before any later raw run starts. A runner whose step ended admits the
 next one itself when no admission is under way (in the same job, switched to a fresh
-context), so in a steady stream no task hands a step to another. The steps a runner runs
-one after another share one cancel scope, the step's scope while it runs (another step's
-fatal error cancels it): a scope is entered anew only after one was cancelled, where one
-a step cost about a tenth of a step's time with 64 steps of 1 ms in flight on asyncio.
-The iterating task starts an admission only when
-none is under way and there is room (at the first ``__anext__``, or once its results made
-room). An admission that ends whole starts the next while lanes are free.
+context), so in a steady stream no task hands a step to another; when one is under way
+the job parks (``ParkedJobs``) and is handed a later one: a new job, maybe a new runner,
+only when none is parked. So the runners are about as many as the most steps admitted
+and not ended at once, and when the driver bounds the rate the steps in flight grow only
+as fast as the event loop starts runners (with 1024 steps of 10 ms in flight trio had
+started some 2900 for 8192 steps, whose objects took the garbage collector a third of
+the driver's time; about 300 since). The steps a runner runs one after another share one
+cancel scope, the step's scope while it runs (another step's fatal error cancels it): a
+scope is entered anew only after one was cancelled, where one a step cost about a tenth
+of a step's time with 64 steps of 1 ms in flight on asyncio. The iterating task starts
+an admission only when none is under way and there is room (at the first ``__anext__``,
+or once its results made room). An admission that ends whole starts the next while lanes
+are free.
 
 Admission goes on while the caller's loop body runs: up to N steps in flight and at most
 ``2 N`` admitted and not yet yielded. Each step runs in a fresh copy of the iterating
@@ -49,7 +55,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
@@ -59,8 +65,9 @@ from .._cancelling import task_cancelled
 from .._dispatch._wake import Waker
 from .._errors import CLEAN_STOP_TYPES
 from ._in_flight_phases import step_body
-from ._in_flight_step import Rescope
+from ._in_flight_step import Rescope, Slot
 from ._iterate import StepIterator
+from ._lanes import ParkedJobs
 from ._runners import InContext, StepRunners
 
 if TYPE_CHECKING:
@@ -68,25 +75,6 @@ if TYPE_CHECKING:
     from ._in_flight_step import Step
 
 __all__ = ["InFlightIterator"]
-
-
-class _Slot:
-    __slots__ = ("admitted", "delivered", "done", "error", "ran", "results", "step", "wake")
-
-    def __init__(self, step: Step | None, wake: Callable[[], None]) -> None:
-        self.step = step  # None: a feed that could not be taken (``error`` says why)
-        self.wake = wake
-        self.done = False  # the step is over (its after_run returned, or it failed)
-        self.ran = False  # its raw run returned: its results are known
-        self.delivered = False  # yielded (ordered=False: maybe before its after_run)
-        self.admitted = False
-        self.results: Any = None
-        self.error: BaseException | None = None
-
-    def on_ran(self, results: Any) -> None:
-        if not self.ran:
-            self.ran, self.results = True, results
-            self.wake()
 
 
 class InFlightIterator(StepIterator):
@@ -121,15 +109,15 @@ class _Pipeline(StepIterator):
     """What an ``InFlightIterator`` iterates: its steps, its admission and its runners."""
 
     __slots__ = (
-        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_ordered", "_pending", "_runners", "_waiting",
-        "_wakes", "_window",
+        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_on_admitted", "_on_freed", "_ordered", "_parked",
+        "_pending", "_runners", "_waiting", "_wake", "_wakes", "_window",
     )
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
         super().__init__(engine.s, fetches, feeds, engine.s._set_hook_stop)
         self._engine = engine
         self._ordered = ordered
-        self._pending: deque[_Slot] = deque()  # admitted and not yielded yet, in admission order
+        self._pending: deque[Slot] = deque()  # admitted and not yielded yet, in admission order
         self._window = 2 * engine.n  # at most this many pending
         self._exhausted = False  # no more steps are admitted
         self._closed = False  # aclose() was called: the loop ends, whatever the steps it cancelled raise
@@ -140,12 +128,20 @@ class _Pipeline(StepIterator):
         #: waiting (the iterating task, and one closing the iterator from another task).
         self._wakes: list[Waker] = []
         self._runners = StepRunners(engine.s._task_group, engine.wakers)
+        #: A runner's job whose step ended while another admission was under way parks here:
+        #: a new job (maybe a new runner) is submitted only when none is parked.
+        self._parked = ParkedJobs(engine.wakers, self._is_exhausted, self._end_admission)
+        # Bound once, not per step: a bound method a step holds lives as long as the step,
+        # and with many steps in flight the steps' objects are what the GC walks.
+        self._wake = self._wakeup
+        self._on_admitted = self._admitted
+        self._on_freed = self._lane_freed
 
     async def __anext__(self) -> Any:
         if self._busy:
             raise RuntimeError("iterate(): another task is already running a step of this iterator")
         if self._done and not self._pending:
-            self._runners.close()
+            self._close_runners()
             raise StopAsyncIteration
         self._busy = True
         try:
@@ -172,13 +168,13 @@ class _Pipeline(StepIterator):
                     return slot.results
         except StopAsyncIteration:
             self._done = True
-            self._runners.close()
+            self._close_runners()
             raise
         except BaseException as exc:
             self._done = self._exhausted = True
             self._cancel(exc)
             await self._wait_out()
-            self._runners.close()
+            self._close_runners()
             origin = self._origin(exc)
             self._pending.clear()
             if origin is exc:
@@ -194,7 +190,7 @@ class _Pipeline(StepIterator):
         self._exhausted = True
         self._cancel(RuntimeError("iterate(): the iterator was closed"))
         await self._wait_out()
-        self._runners.close()
+        self._close_runners()
         self._pending.clear()
         self._wakeup()  # a task still in __anext__ (closed from another task) ends now
 
@@ -204,7 +200,7 @@ class _Pipeline(StepIterator):
         landed: in the loop body too), no step is admitted any more and the steps in flight
         are cancelled, here and now; they end in their runners, which then leave. Otherwise
         (a ``break``) the steps go on, as documented; either way no runner parks again."""
-        self._runners.close()
+        self._close_runners()
         if not self._admitting and all(slot.done for slot in self._pending):
             return
         if task_cancelled():
@@ -224,7 +220,9 @@ class _Pipeline(StepIterator):
         of the iterating task's context, and so on. The steps run one after another under
         one cancel scope, entered anew once a step's scope was cancelled."""
         engine = self._engine
-        slot: _Slot | None = None
+        slot: Slot | None = None
+        step: Step | None = None
+        out: tuple[bool, Any] | Rescope | None = None
         again: Rescope | None = None  # the step goes on under a new scope
         while True:
             scope = engine.new_scope()
@@ -238,15 +236,36 @@ class _Pipeline(StepIterator):
                     else:
                         assert slot is not None and slot.step is not None
                         slot.step.scope = scope
+                    step = slot.step
+                    assert step is not None
                     running = True
-                    again = await self._run(slot, again)
+                    resumed, again = again, None
+                    try:  # the step (admitted by ``step_body``), its outcome kept in its slot
+                        out = await step_body(engine, step, resumed)
+                    except Exception as exc:
+                        slot.error = exc
+                        self._exhausted = True  # a clean stop or an error: either way no step follows it
+                    except BaseException as exc:
+                        slot.error = exc
+                        self._exhausted = True
+                        self._over(slot)
+                        raise
+                    else:
+                        if isinstance(out, Rescope):  # its scope was cancelled: it goes on under a new one
+                            again = out
+                            renew = True
+                            break
+                        slot.admitted, slot.results = out
+                        if not slot.admitted:  # a stop kept it from being admitted
+                            self._exhausted = True
+                    self._over(slot)
                     running = False
-                    if again is not None:  # its scope was cancelled: it goes on under a new one
-                        renew = True
-                        break
-                    if self._admitting or not self._may_admit():
-                        return
-                    self._admitting = True
+                    slot = step = out = resumed = None  # a parked job keeps no step alive
+                    if not self._parked.take_over():  # (else: it was handed to a parked job not run yet)
+                        if not self._admitting and self._may_admit():
+                            self._admitting = True
+                        elif not await self._parked.park():
+                            return
                     await InContext(self._context.copy())  # as a job of its own would run
                     if scope.cancel_called:  # its step ended whole all the same (a hook swallowed it)
                         renew = True
@@ -259,34 +278,18 @@ class _Pipeline(StepIterator):
             slot.error = engine.cancelled_error(slot.step)
             return
 
-    async def _run(self, slot: _Slot, again: Rescope | None) -> Rescope | None:
-        """The step of ``slot`` (admitted by ``step_body``), its outcome kept in the slot; a
-        ``Rescope`` when it goes on under a new scope (the step not over)."""
-        assert slot.step is not None
-        try:
-            out = await step_body(self._engine, slot.step, again)
-            if isinstance(out, Rescope):
-                return out
-            slot.admitted, slot.results = out
-            if not slot.admitted:  # a stop kept it from being admitted
-                self._exhausted = True
-        except Exception as exc:
-            slot.error = exc
-            self._exhausted = True  # a clean stop or an error: either way no step follows it
-        except BaseException as exc:
-            slot.error = exc
-            self._exhausted = True
-            self._over(slot)
-            raise
-        self._over(slot)
-        return None
+    def _close_runners(self) -> None:
+        """No more jobs: the runners leave (the parked jobs now, the busy ones once their
+        step ended)."""
+        self._runners.close()
+        self._parked.leave()
 
-    def _over(self, slot: _Slot) -> None:
+    def _over(self, slot: Slot) -> None:
         slot.done = True
         if not self._ordered or self._exhausted or self._pending[0] is slot:  # what _finished waits for
             self._wakeup()
 
-    async def _admission(self, scope: anyio.CancelScope) -> _Slot | None:
+    async def _admission(self, scope: anyio.CancelScope) -> Slot | None:
         """The next feed and a lane for it, as a pending slot whose step (under ``scope``)
         ``step_body`` admits (the admission ends there); ``None``: nothing to admit
         (the admission ends here)."""
@@ -308,7 +311,7 @@ class _Pipeline(StepIterator):
             self._exhausted = True
         except Exception as exc:  # the feed could not be taken: raised in its place
             self._exhausted = True
-            slot = _Slot(None, self._wakeup)
+            slot = Slot(None, self._wake)
             slot.error, slot.done = exc, True
             self._pending.append(slot)
         except BaseException:
@@ -320,17 +323,19 @@ class _Pipeline(StepIterator):
         if step is None:
             self._end_admission()
             return None
-        slot = _Slot(step, self._wakeup)
+        slot = Slot(step, self._wake)
         if not self._ordered:
             step.on_ran = slot.on_ran
-        step.on_admitted = self._admitted
-        step.on_freed = self._lane_freed
+        step.on_admitted = self._on_admitted
+        step.on_freed = self._on_freed
         self._pending.append(slot)
         return slot
 
     def _start_admission(self) -> None:
-        """Hand the admission to a runner."""
+        """Hand the admission to a parked job, else to a new one."""
         self._admitting = True
+        if self._parked.hand():
+            return
         try:
             self._runners.submit(self._admit_and_run(), self._context.copy())
         except BaseException:
@@ -355,6 +360,9 @@ class _Pipeline(StepIterator):
             with contextlib.suppress(RuntimeError):  # the session's task group is closing
                 self._start_admission()
 
+    def _is_exhausted(self) -> bool:
+        return self._exhausted
+
     def _end_admission(self) -> None:
         self._admitting = False
         self._wakeup()  # the iterating task may wait for it
@@ -367,7 +375,7 @@ class _Pipeline(StepIterator):
 
     # -- in the iterating task --------------------------------------------------------------
 
-    async def _finished(self) -> _Slot | None:
+    async def _finished(self) -> Slot | None:
         """The next slot to take: the oldest once done (ordered), else the first whose
         results are known and not yielded yet, or that is done; ``None``: nothing is
         pending and no admission is under way."""

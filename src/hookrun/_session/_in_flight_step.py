@@ -1,5 +1,6 @@
 """One step in flight (``Step``: its lane, number, cancel scope and what its phases
-computed) and ``Rescope``, what a step whose cancel scope a failing hook cancelled returns."""
+computed), ``Rescope``, what a step whose cancel scope a failing hook cancelled returns,
+and ``Slot``, what ``iterate`` keeps of a step until it yields its results."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from ._lanes import Lane
     from ._retry import RetryBudget
 
-__all__ = ["Rescope", "Step"]
+__all__ = ["Rescope", "Slot", "Step"]
 
 
 class Step:
@@ -111,3 +112,25 @@ class Rescope:
     def __init__(self, error: Exception, budget: RetryBudget | None) -> None:
         self.error = error
         self.budget = budget
+
+
+class Slot:
+    """What ``iterate`` keeps of a step admitted and not yielded yet: its outcome, and the
+    iterator's wake-up (bound once, shared by its slots)."""
+
+    __slots__ = ("admitted", "delivered", "done", "error", "ran", "results", "step", "wake")
+
+    def __init__(self, step: Step | None, wake: Callable[[], None]) -> None:
+        self.step = step  # None: a feed that could not be taken (``error`` says why)
+        self.wake = wake
+        self.done = False  # the step is over (its after_run returned, or it failed)
+        self.ran = False  # its raw run returned: its results are known
+        self.delivered = False  # yielded (ordered=False: maybe before its after_run)
+        self.admitted = False
+        self.results: Any = None
+        self.error: BaseException | None = None
+
+    def on_ran(self, results: Any) -> None:
+        if not self.ran:
+            self.ran, self.results = True, results
+            self.wake()

@@ -1,8 +1,8 @@
 """The lanes of a monitored session with steps in flight: ``Lane`` (one raw session),
 ``LanePool`` (the free lanes, handed out first come first served), ``Occupancy`` (how many
 steps were in flight over time), ``Tickets`` (the steps admitted and not yet ended), ``PhaseLock``
-(one hook phase at a time) and ``Turnstile`` (lets the ``after_run`` phases through in
-step order).
+(one hook phase at a time), ``Turnstile`` (lets the ``after_run`` phases through in
+step order) and ``ParkedJobs`` (``iterate``'s jobs waiting between steps for an admission).
 
 Invariants: a lane serves one step's run at a time (it is in the pool or held by exactly
 one step); a caller waiting for a lane (or a ticket, or the phase lock) is served in
@@ -19,7 +19,7 @@ from typing import Any
 
 from .._dispatch._wake import Waker, Wakers
 
-__all__ = ["Lane", "LanePool", "Occupancy", "PhaseLock", "Tickets", "Turnstile"]
+__all__ = ["Lane", "LanePool", "Occupancy", "ParkedJobs", "PhaseLock", "Tickets", "Turnstile"]
 
 
 class Lane:
@@ -320,3 +320,66 @@ class Turnstile:
             event.set()
             number += 1
             event = waiting.pop(number, None)
+
+
+class ParkedJobs:
+    """The jobs of ``iterate``'s runners parked between steps (a job whose step ended while
+    another admission was under way), each waiting to be handed the next admission.
+
+    ``hand`` gives the admission to the latest parked job; a job whose step ends before that
+    one ran takes it over (``take_over``), so admissions follow one another in one pass of
+    the event loop when steps end together, and the job handed it parks again. ``park``
+    returns False once the jobs leave (``leave``) or ``ended()``; a job cancelled after it
+    was handed the admission ends it (``drop``)."""
+
+    __slots__ = ("_drop", "_ended", "_handed", "_parked", "_wakers", "leaving")
+
+    def __init__(self, wakers: Wakers, ended: Callable[[], bool], drop: Callable[[], None]) -> None:
+        self._parked: list[Waker] = []
+        self._handed: Waker | None = None  # the job handed the admission, until it runs
+        self._wakers = wakers
+        self._ended = ended
+        self._drop = drop
+        self.leaving = False
+
+    def hand(self) -> bool:
+        """Hand the admission to a parked job (False: none is parked)."""
+        if not self._parked:
+            return False
+        self._handed = wake = self._parked.pop()
+        wake.set()
+        return True
+
+    def take_over(self) -> bool:
+        """Take the admission handed to a parked job that has not run yet (False: none is)."""
+        if self._handed is None:
+            return False
+        self._handed = None
+        return True
+
+    async def park(self) -> bool:
+        """Wait to be handed the admission (True), or until the jobs leave (False)."""
+        while not (self.leaving or self._ended()):
+            wake = self._wakers()
+            self._parked.append(wake)
+            try:
+                await wake.wait()
+            except BaseException:
+                if self._handed is wake:  # handed the admission as it was cancelled: it ends here
+                    self._handed = None
+                    self._drop()
+                elif wake in self._parked:
+                    self._parked.remove(wake)
+                raise
+            if self._handed is wake:
+                self._handed = None
+                return True
+            # Woken to leave, or its admission was taken over: it parks again unless leaving.
+        return False
+
+    def leave(self) -> None:
+        """The parked jobs leave now; no job parks any more."""
+        self.leaving = True
+        parked, self._parked = self._parked, []
+        for wake in parked:
+            wake.set()
