@@ -49,7 +49,7 @@ from ._in_flight_phases import count_failure, end_before, start_before, step_bod
 from ._in_flight_step import Rescope, Step
 from ._lane_sessions import LaneSessions
 from ._lanes import Lane, LanePool, Occupancy, PhaseLock, Tickets, Turnstile
-from ._state import State
+from ._state import State, refuse_step
 
 if TYPE_CHECKING:
     from ._retry import RetryBudget
@@ -103,16 +103,8 @@ class InFlight:
     def check_open(self, what: str) -> None:
         """Refuse a step, saying why, unless the session is open and no stop was requested."""
         s = self.s
-        if s._state is State.OPEN and not s._hook_stop:
-            return
-        name = type(s).__name__
-        if s._state is State.NEW:
-            raise SessionClosedError(f"{name}.{what} called outside 'async with'")
-        if s._state is State.ENTERING:
-            raise SessionClosedError(f"{name}.{what} called while the session is being entered (from another task)")
-        if s._state is State.CLOSED:
-            raise SessionClosedError(f"{name}.{what} called after the session closed")
-        raise RunAfterStopError(f"{name}.{what} called after a hook requested stop")
+        if s._state is not State.OPEN or s._hook_stop:
+            refuse_step(s, s._state, what)
 
     # -- lanes ------------------------------------------------------------------------------
 
