@@ -17,8 +17,9 @@ cluster finishes what the previous contestant left: killed actors, new workers):
   (no hooks) over ``RayActorSessionCreator`` with ``max_in_flight=N`` iterating with
   ``ordered=False``, on asyncio and on trio; same actor class, same placement;
 * Dask: ``distributed.as_completed`` keeping N plain tasks in flight, hookrun task
-  lanes (``DaskStepSession``), hookrun actor lanes (``DaskActorSessionCreator`` over
-  the same synchronous actor class), and N plain Dask actors with a coroutine method
+  lanes (``DaskStepSession``, on asyncio and on trio), hookrun actor lanes
+  (``DaskActorSessionCreator`` over the same synchronous actor class, on asyncio and
+  on trio), and N plain Dask actors with a coroutine method
   driven by N threads (Dask's own way to keep N actors busy).
 
 Unless ``--no-kill``: a hookrun run per engine (asyncio) that loses the second node
@@ -262,6 +263,7 @@ def dask_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any])
             "as_completed": lambda: rate(completed, args.settle),
             "actors_native": lambda: rate(actors_native, args.settle),
             "hookrun_tasks": lambda: anyio.run(task_lanes, backend="asyncio"),
+            "hookrun_tasks_trio": lambda: anyio.run(task_lanes, backend="trio"),
             "hookrun_actors": lambda: anyio.run(actor_lanes, backend="asyncio"),
             "hookrun_actors_trio": lambda: anyio.run(actor_lanes, backend="trio"),
         }

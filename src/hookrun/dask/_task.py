@@ -83,8 +83,8 @@ async def run_task(client: Client, fn: Callable[..., Any], feed: dict[Any, Any],
             raise ClosedClientError(f"the Dask client's IO loop is closed ({exc})") from exc
 
         def cancel() -> None:
+            task.cancel()  # first: the coroutine, once cancelled, lets go of the future
             waiting.cancel()
-            task.cancel()
 
         return await await_future(waiting, cancel=cancel)
     except Exception as exc:
