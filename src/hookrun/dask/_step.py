@@ -16,7 +16,7 @@ from distributed import Client
 
 from .._session._raw import StepSession
 from ._client import ClientSource
-from ._task import run_task
+from ._step_task import run_task
 
 __all__ = ["DaskStepSession"]
 

@@ -15,7 +15,7 @@ from distributed.client import ClosedClientError
 
 import hookrun
 from hookrun.dask import DaskStepSession
-from hookrun.dask._task import _Task, run_task
+from hookrun.dask._step_task import _Task, run_task
 
 from . import _remote
 
