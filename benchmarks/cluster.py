@@ -11,14 +11,18 @@ workers of ``lanes / 2`` threads with ``dask scheduler`` / ``dask worker``. Then
 per engine, side by side in one process and alternating order round by round, the
 items per second of ``--items`` items of ``--work-ms`` each with ``--lanes`` in flight,
 timed after every contestant's actors are up and ``--settle`` seconds of rest (the
-cluster finishes what the previous contestant left: killed actors, new workers):
+cluster finishes what the previous contestant left: killed actors, new workers), and
+the driver's CPU time per item over the same span (every thread of the driver
+process: what a contestant adds to a machine the cluster shares, steadier than the
+items per second there):
 
 * Ray: ``ray.util.ActorPool.map_unordered`` over N actors, and a ``MonitoredSession``
   (no hooks) over ``RayActorSessionCreator`` with ``max_in_flight=N`` iterating with
   ``ordered=False``, on asyncio and on trio; same actor class, same placement;
 * Dask: ``distributed.as_completed`` keeping N plain tasks in flight, hookrun task
-  lanes (``DaskStepSession``), hookrun actor lanes (``DaskActorSessionCreator`` over
-  the same synchronous actor class), and N plain Dask actors with a coroutine method
+  lanes (``DaskStepSession``, on asyncio and on trio), hookrun actor lanes
+  (``DaskActorSessionCreator`` over the same synchronous actor class, on asyncio and
+  on trio), and N plain Dask actors with a coroutine method
   driven by N threads (Dask's own way to keep N actors busy).
 
 Unless ``--no-kill``: a hookrun run per engine (asyncio) that loses the second node
@@ -84,12 +88,37 @@ def feeds(args: argparse.Namespace, n: int | None = None) -> Iterator[dict[str, 
     return ({"x": i, "s": args.work_ms / 1000} for i in range(args.items if n is None else n))
 
 
+class CpuMeter:
+    """The driver's CPU time per item (every thread of this process: the engine's client
+    threads too) over the timed part of the contestant timed last.
+
+    On a machine whose cores the cluster shares, the items per second of a round
+    swing with whatever else runs; the driver's own CPU per item is what a contestant
+    adds to the machine's load, and varies far less.
+    """
+
+    def __init__(self) -> None:
+        self.ms_per_item = float("nan")
+        self._started = 0.0
+
+    def start(self) -> None:
+        self._started = time.process_time()
+
+    def stop(self, items: int) -> None:
+        self.ms_per_item = (time.process_time() - self._started) * 1000 / max(items, 1)
+
+
+CPU = CpuMeter()
+
+
 def rate(run: Callable[[], int], settle: float = 0.0) -> float:
     """Items per second of ``run()`` (which returns how many items it did), timed after
-    ``settle`` seconds of rest."""
+    ``settle`` seconds of rest (its CPU per item in ``CPU``)."""
     time.sleep(settle)
     started = time.perf_counter()
+    CPU.start()
     done = run()
+    CPU.stop(done)
     return done / (time.perf_counter() - started)
 
 
@@ -120,12 +149,14 @@ async def hookrun_items(creator: Any, args: argparse.Namespace, *, kill: Callabl
         stamps: list[float] = []
         killed_at = None
         started = time.perf_counter()
+        CPU.start()
         async for _ in sess.iterate(["x"], feeds(args), ordered=False):
             stamps.append(time.monotonic())
             if kill is not None and killed_at is None and len(stamps) == args.items // 3:
                 kill()
                 killed_at = time.monotonic()
         elapsed = time.perf_counter() - started
+        CPU.stop(args.items)
     if killed_at is None:
         return {"items_per_s": args.items / elapsed}
     after = [t for t in stamps if t >= killed_at]
@@ -178,8 +209,7 @@ def ray_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any]) 
             "hookrun_trio": lambda: anyio.run(lanes, backend="trio"),
         }
         rate(pool)  # warm-up
-        figures = alternate(cases, args.rounds)
-        results["ray"] = summary(figures, "actor_pool", args)
+        results["ray"] = summary(alternate(cases, args.rounds), "actor_pool", args)
         if not args.no_kill:
 
             async def lose_node() -> dict[str, Any]:
@@ -262,12 +292,14 @@ def dask_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any])
             "as_completed": lambda: rate(completed, args.settle),
             "actors_native": lambda: rate(actors_native, args.settle),
             "hookrun_tasks": lambda: anyio.run(task_lanes, backend="asyncio"),
+            "hookrun_tasks_trio": lambda: anyio.run(task_lanes, backend="trio"),
             "hookrun_actors": lambda: anyio.run(actor_lanes, backend="asyncio"),
             "hookrun_actors_trio": lambda: anyio.run(actor_lanes, backend="trio"),
         }
         rate(completed)  # warm-up
-        figures = alternate(cases, args.rounds)
-        results["dask"] = summary(figures, "as_completed", args)
+        measured = alternate(cases, args.rounds)
+        results["dask"] = summary(measured, "as_completed", args)
+        figures = measured[0]
         results["dask"]["hookrun_actors_over_actors_native"] = round(
             statistics.median(figures["hookrun_actors"]) / statistics.median(figures["actors_native"]), 3
         )
@@ -287,17 +319,21 @@ def dask_bench(args: argparse.Namespace, temp_dir: str, results: dict[str, Any])
 # -- both --------------------------------------------------------------------------------------
 
 
-def alternate(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
-    """Every case once per round, the order reversed every other round."""
+def alternate(cases: dict[str, Callable[[], float]], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Every case once per round, the order reversed every other round: the items per
+    second and the driver's CPU ms per item of each."""
     figures: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
     for r in range(rounds):
         for name in list(cases) if r % 2 == 0 else list(cases)[::-1]:
             figures[name].append(round(cases[name](), 1))
-            print(f"round {r + 1} {name}: {figures[name][-1]} items/s", file=sys.stderr)
-    return figures
+            cpu[name].append(round(CPU.ms_per_item, 3))
+            print(f"round {r + 1} {name}: {figures[name][-1]} items/s, {cpu[name][-1]} ms CPU per item", file=sys.stderr)
+    return figures, cpu
 
 
-def summary(figures: dict[str, list[float]], base: str, args: argparse.Namespace) -> dict[str, Any]:
+def summary(measured: tuple[dict[str, list[float]], dict[str, list[float]]], base: str, args: argparse.Namespace) -> dict[str, Any]:
+    figures, cpu = measured
     ideal = args.lanes / (args.work_ms / 1000)
     medians = {name: statistics.median(values) for name, values in figures.items()}
     return {
@@ -305,6 +341,7 @@ def summary(figures: dict[str, list[float]], base: str, args: argparse.Namespace
         "median": medians,
         f"over_{base}": {name: round(m / medians[base], 3) for name, m in medians.items() if name != base},
         "of_ideal": {name: round(m / ideal, 3) for name, m in medians.items()},
+        "driver_cpu_ms_per_item": {name: statistics.median(values) for name, values in cpu.items()},
     }
 
 

@@ -1,8 +1,8 @@
 """Which Dask errors mean "the worker, actor or scheduler connection is gone", and awaiting
 Dask's futures from anyio code.
 
-``await_dask`` awaits a ``distributed.Future`` through the engine-free bridge
-(cancelling the caller cancels the future); ``await_actor_call`` awaits an actor
+``await_dask`` awaits a ``distributed.Future``'s result, fetched on the client's IO
+loop, through the engine-free bridge (cancelling the caller cancels the future); ``await_actor_call`` awaits an actor
 method's ``ActorFuture`` (which has no done-callback) on the client's own IO loop.
 A recoverable error is re-raised as ``hookrun.UnavailableError`` with Dask's error
 chained; user errors, ``KilledWorker`` (a task that killed every worker it ran on)
@@ -60,9 +60,30 @@ def is_recoverable(exc: BaseException, *, own_client: bool = True) -> bool:
 
 
 async def await_dask(future: Future[Any], what: str, *, own_client: bool) -> Any:
-    """The result of ``future``; recoverable errors become ``UnavailableError`` naming ``what``."""
+    """The result of ``future``; recoverable errors become ``UnavailableError`` naming ``what``.
+
+    The result is fetched by a coroutine on the client's IO loop, the way
+    ``Future.result()`` fetches it, and the bridge awaits that coroutine: one hand-off
+    to the IO loop and one back per result. ``Future.result()`` itself would block the
+    caller's event loop for the whole fetch (a round trip to the scheduler) and
+    ``Future.add_done_callback`` adds a hop through Dask's callback thread; on a busy
+    machine both cost more than the step's own overhead. Cancelling the caller cancels
+    that coroutine and the future.
+    """
     try:
-        return await await_future(future, cancel=future.cancel)
+        fetch = future._result()  # what Future.result() runs on the IO loop
+        loop: Any = future.client.loop  # a tornado IOLoop over an asyncio loop
+        try:
+            waiting = asyncio.run_coroutine_threadsafe(fetch, loop.asyncio_loop)
+        except RuntimeError as exc:  # the client's IO loop is closed
+            fetch.close()
+            raise ClosedClientError(f"the Dask client's IO loop is closed ({exc})") from exc
+
+        def cancel() -> None:
+            waiting.cancel()
+            future.cancel()
+
+        return await await_future(waiting, cancel=cancel)
     except Exception as exc:
         if is_recoverable(exc, own_client=own_client):
             raise unavailable(what, exc) from exc

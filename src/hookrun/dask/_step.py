@@ -16,7 +16,7 @@ from distributed import Client
 
 from .._session._raw import StepSession
 from ._client import ClientSource
-from ._errors import await_dask, is_recoverable, unavailable
+from ._step_task import run_task
 
 __all__ = ["DaskStepSession"]
 
@@ -54,14 +54,7 @@ class DaskStepSession(StepSession):
 
     async def _remote_step(self, feed_dict: Mapping[Any, Any]) -> Any:
         client = await self._source.get()
-        own = self._source.owned
-        try:
-            future = client.submit(self.fn, dict(feed_dict), pure=False)
-        except Exception as exc:
-            if is_recoverable(exc, own_client=own):
-                raise unavailable(repr(self), exc) from exc
-            raise
-        return await await_dask(future, repr(self), own_client=own)
+        return await run_task(client, self.fn, dict(feed_dict), repr(self), own_client=self._source.owned)
 
     async def aclose(self) -> None:
         """Close the client this session connected (never one that was passed in)."""

@@ -1,0 +1,93 @@
+"""One step task of a ``DaskStepSession``: submitted and fetched on the client's IO loop.
+
+A synchronous client does its work on its own IO-loop thread; the event loop only hands
+it calls. Called from the event loop, ``Client.submit`` hands the scheduler message
+over to the IO loop, ``Future.add_done_callback`` runs its callback on yet another
+thread (Dask's callback thread), ``Future.result()`` blocks the event loop for the
+whole fetch (a round trip to the scheduler), and the future's release at the end is
+one more hand-over. On a machine whose cores the scheduler and workers share, those
+hand-overs and the blocked event loop cost more than the step's own overhead. So the
+step is one coroutine on the IO loop (submit, then fetch the result as
+``Future.result()`` does), and the event loop hands it over once and is woken once
+through the engine-free bridge.
+
+Invariants: the feed is the caller's copy, taken before the hand-over; once the caller
+is cancelled, a task not yet submitted never is, and one submitted is cancelled on the
+scheduler (``Future.cancel``) before the cancellation propagates, as before; a client
+that is closing or closed is called from the caller's thread (its IO loop may be gone:
+``Client.submit`` raises ``ClosedClientError`` there, or the task is awaited through
+``await_dask``); errors are classified by ``await_dask``'s rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from distributed import Client, Future
+from distributed.client import ClosedClientError
+
+from ..remote import await_future
+from ._errors import await_dask, is_recoverable, unavailable
+
+__all__ = ["run_task"]
+
+
+class _Task:
+    """The task of one step, shared by the IO loop (which submits it) and the caller
+    (which may cancel it first): the lock makes "cancelled" and "submitted" exclusive."""
+
+    __slots__ = ("cancelled", "future", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cancelled = False
+        self.future: Future[Any] | None = None
+
+    async def run(self, client: Client, fn: Callable[..., Any], feed: dict[Any, Any]) -> Any:
+        """On the IO loop: submit ``fn(feed)`` unless cancelled, and fetch its result."""
+        with self.lock:
+            if self.cancelled:
+                return None  # nobody waits for it any more
+            future = self.future = client.submit(fn, feed, pure=False)
+        try:
+            return await future._result()  # what Future.result() runs on the IO loop
+        finally:
+            with self.lock:
+                self.future = None  # the last reference dies here: released on the IO loop
+
+    def cancel(self) -> None:
+        """On the caller's thread: no submit from now on; cancel a task already submitted."""
+        with self.lock:
+            self.cancelled = True
+            future = self.future
+        if future is not None:
+            future.cancel()
+
+
+async def run_task(client: Client, fn: Callable[..., Any], feed: dict[Any, Any], what: str, *, own_client: bool) -> Any:
+    """The result of the task ``fn(feed)`` (``pure=False``) on ``client``; recoverable
+    errors become ``UnavailableError`` naming ``what`` (see the module docstring)."""
+    try:
+        if client.status in ("closing", "closed"):  # its IO loop is ending or gone: as Dask would
+            return await await_dask(client.submit(fn, feed, pure=False), what, own_client=own_client)
+        task = _Task()
+        step = task.run(client, fn, feed)
+        loop: Any = client.loop  # a tornado IOLoop over an asyncio loop
+        try:
+            waiting = asyncio.run_coroutine_threadsafe(step, loop.asyncio_loop)
+        except RuntimeError as exc:  # the client's IO loop is closed
+            step.close()
+            raise ClosedClientError(f"the Dask client's IO loop is closed ({exc})") from exc
+
+        def cancel() -> None:
+            task.cancel()  # first: the coroutine, once cancelled, lets go of the future
+            waiting.cancel()
+
+        return await await_future(waiting, cancel=cancel)
+    except Exception as exc:
+        if is_recoverable(exc, own_client=own_client):
+            raise unavailable(what, exc) from exc
+        raise
