@@ -87,6 +87,22 @@ async def test_fewer_lanes_than_were_saved_say_which_states_are_not_restored(
     assert any("states of lanes 2 to 3 are not restored" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize("resumed_with", [1, 2])
+async def test_a_resume_with_fewer_lanes_warns_once_even_with_one_lane(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, resumed_with: int
+) -> None:
+    """Resumed with one lane (or two) from three: lane 0 restores its own, a warning says
+    which lanes' states are not restored, once."""
+    first = await _run(tmp_path, 3, range(12))
+    saved = [list(worker.items) for worker in first]
+    with caplog.at_level(logging.WARNING, logger="hookrun"):
+        resumed = await _run(tmp_path, resumed_with, range(3))
+    assert [worker.items[: len(saved[lane])] for lane, worker in enumerate(resumed)] == saved[:resumed_with]
+    warned = [r.getMessage() for r in caplog.records if "are not restored" in r.getMessage()]
+    assert len(warned) == 1 and f"states of lanes {resumed_with} to 2 are not restored" in warned[0]
+    assert ("1 lane:" in warned[0]) == (resumed_with == 1)
+
+
 async def test_a_one_lane_checkpoint_gives_every_lane_its_state_and_says_so(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

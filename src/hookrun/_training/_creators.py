@@ -218,19 +218,21 @@ class ChiefSessionCreator:
         return own
 
     def _say_lanes(self, state: Mapping[str, Any], source: str) -> None:
-        """At entry with steps in flight: say how the checkpoint's lanes meet this session's."""
-        if self._lanes is None:
+        """At entry: say how the checkpoint's lanes meet this session's (one lane unless
+        ``bind_lanes`` said otherwise); a recovery of one lane says it no more."""
+        if self._lanes is None and self._created:
             return
-        n, saved = len(self._lanes()), state.get("lanes")
-        if saved is None and "session" in state:
+        n, saved = 1 if self._lanes is None else len(self._lanes()), state.get("lanes")
+        if saved is None and "session" in state and n > 1:
             logger().warning(
                 "checkpoint %r was saved with one lane: each of the %d lanes starts from its session state",
                 source, n,
             )
         elif saved is not None and len(saved) > n:
             logger().warning(
-                "checkpoint %r kept %d lanes' session states; this session has %d lanes: the "
-                "states of lanes %d to %d are not restored", source, len(saved), n, n, len(saved) - 1,
+                "checkpoint %r kept %d lanes' session states; this session has %d %s: the "
+                "states of lanes %d to %d are not restored", source, len(saved), n, "lane" if n == 1 else "lanes",
+                n, len(saved) - 1,
             )
 
     async def create_lane_session(self, lane: int | None = None) -> Any:
