@@ -290,6 +290,10 @@ async def test_prometheus_counts_every_step_once_over_http(n: int, exit: str) ->
     assert seen[("hookrun_step_seconds_count", ())] == done
     if exit in ("end", "recovery"):
         assert done == STEPS and error == (exit == "recovery")
+    # The entry's first session of each lane is no recovery: the counts are the statistics'.
+    stats = sess.statistics()
+    assert seen[("hookrun_recoveries_total", ())] == stats.recoveries == (exit == "recovery")
+    assert seen[("hookrun_sessions_created_total", ())] == stats.sessions_created == n + stats.recoveries
     # Every after_run call, this hook's or after it, observed once; the hook makes none of its own.
     assert seen[("hookrun_hook_seconds_count", (("hook", "Order"), ("phase", "after_run")))] == done
     assert ("hookrun_hook_seconds_count", (("hook", "PrometheusHook"), ("phase", "after_run"))) not in seen

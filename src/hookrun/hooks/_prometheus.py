@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -46,7 +46,8 @@ class PrometheusHook(SessionRunHook):
     ``hookrun_steps_total{outcome="ok"|"error"}``, ``hookrun_step_seconds``,
     ``hookrun_run_seconds`` (the session's own run), ``hookrun_hook_seconds{hook,
     phase}`` (``before_run`` / ``after_run`` calls), ``hookrun_sessions_created_total``
-    and ``hookrun_recoveries_total`` (sessions created after the first one).
+    and ``hookrun_recoveries_total`` (sessions re-created after a failure: created after
+    the first one of each lane).
 
     ``registry``: a ``prometheus_client.CollectorRegistry`` (pass
     ``prometheus_client.REGISTRY`` to join the process-wide one); ``None`` makes
@@ -112,6 +113,12 @@ class PrometheusHook(SessionRunHook):
         self.sessions = client.Counter("sessions_created", "Sessions created", **kw)
         self.recoveries = client.Counter("recoveries", "Sessions re-created after a failure", **kw)
         self._created = 0
+        self._lanes = 1  # the sessions the entry creates, one a lane (``bind_lanes``)
+
+    def bind_lanes(self, lanes: Callable[[], Sequence[object]]) -> None:
+        """Called once by a monitored session with steps in flight: its entry creates one
+        session a lane, ``len(lanes())`` of them, none of them a recovery."""
+        self._lanes = len(lanes())
 
     async def begin(self) -> None:
         """Start serving ``/metrics`` when a port was given."""
@@ -133,9 +140,9 @@ class PrometheusHook(SessionRunHook):
         self.port = self._server.server_address[1]
 
     async def after_create_session(self, session: Any, coord: Any) -> None:
-        """Count the session; every one after the first is a recovery."""
+        """Count the session; every one after the first of each lane is a recovery."""
         self.sessions.inc()
-        if self._created:
+        if self._created >= self._lanes:
             self.recoveries.inc()
         self._created += 1
 
