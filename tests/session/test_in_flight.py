@@ -314,6 +314,35 @@ async def test_one_lane_has_an_occupancy_figure_too() -> None:
         assert "steps in flight on average" in str(sess.statistics())
 
 
+async def test_the_occupancy_counts_runs_never_more_than_the_lanes() -> None:
+    """One slow run holds its lane while the others return and wait for their after_run
+    (up to 2 N steps admitted): mean_in_flight counts the lanes occupied, at most N."""
+    from hookrun.testing import MockClock
+
+    clock = MockClock()
+    slow = anyio.Event()
+
+    class OneSlow:
+        async def run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
+            if feed_dict["i"] == 0:
+                await slow.wait()
+            return [feed_dict["i"] for _ in fetches]
+
+    async def hold_then_release() -> None:
+        await anyio.wait_all_tasks_blocked()  # the others returned: 4 steps admitted, 1 lane busy
+        clock.jump(10.0)
+        slow.set()
+
+    async with MonitoredSession(OneSlow, max_in_flight=2, statistics=StatisticsOptions(clock=clock)) as sess:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold_then_release)
+            with anyio.fail_after(10):
+                got = [r async for r in sess.iterate("y", ({"i": i} for i in range(4)))]
+        mean = sess.statistics().mean_in_flight
+    assert got == [0, 1, 2, 3]
+    assert 0.9 <= mean <= 1.1  # one lane held for all that time, not the four steps waiting
+
+
 async def test_lanes_report_zero_in_flight_before_any_step() -> None:
     """With lanes, mean_in_flight is 0.0 until the first step begins."""
     async with MonitoredSession(lambda: StepSession(lambda feed: {}), max_in_flight=3) as sess:

@@ -41,10 +41,11 @@ class SessionStatistics:
     session (``retry_on``). ``sampled_steps`` is how many steps were timed:
     ``step`` and ``run`` (the session's own run) are their latencies, and each
     :class:`HookStatistics` holds its hook's, in the order of the hook list.
-    ``mean_in_flight`` is the mean number of steps in flight since the first step
-    began (0.0 before any step): with ``max_in_flight > 1`` the lanes' occupancy, with
-    one step at a time the share of that time a step was running (estimated from the
-    timed steps, at most 1.0).
+    ``mean_in_flight`` is the mean number of raw runs under way since the first step
+    began (0.0 before any step): with ``max_in_flight > 1`` the lanes' occupancy (at
+    most ``max_in_flight``; a step waiting for its ``after_run`` has given its lane
+    back), with one step at a time the share of that time a step was running
+    (estimated from the timed steps, at most 1.0).
     """
 
     steps: int

@@ -132,7 +132,7 @@ class InFlight:
         step = Step(lane, args, self.new_scope() if scope is None else scope)
         step.holds_lane = True
         self.steps.add(step)
-        self.occupancy.change(1)
+        self.occupancy.change(1, 1)  # a step in flight, on its lane until its run returns
         self.s._busy = True
         return step
 
@@ -141,6 +141,7 @@ class InFlight:
         ticket until it ends)."""
         if step.holds_lane:
             step.holds_lane = False
+            self.occupancy.change(0, -1)
             self.pool.release(step.lane)
             if step.on_freed is not None:
                 step.on_freed(step)
@@ -152,6 +153,7 @@ class InFlight:
         if not step.holds_lane:
             await self.pool.acquire_lane(step.lane)
             step.holds_lane = True
+            self.occupancy.change(0, 1)
         raw = step.lane.raw
         return raw is None or step.ctx is None or step.ctx.session is raw
 
@@ -169,7 +171,7 @@ class InFlight:
         self.steps.discard(step)
         self.free_lane(step)
         self.tickets.release()
-        self.occupancy.change(-1)
+        self.occupancy.change(-1, 0)
         if not self.steps:
             self._next = None  # nothing in flight: the next number comes from the counter
             s = self.s

@@ -1,6 +1,6 @@
 """The lanes of a monitored session with steps in flight: ``Lane`` (one raw session),
 ``LanePool`` (the free lanes, handed out first come first served), ``Occupancy`` (how many
-steps were in flight over time), ``Tickets`` (the steps admitted and not yet ended), ``PhaseLock``
+steps were in flight and lanes occupied over time), ``Tickets`` (the steps admitted and not yet ended), ``PhaseLock``
 (one hook phase at a time), ``Turnstile`` (lets the ``after_run`` phases through in
 step order) and ``ParkedJobs`` (``iterate``'s jobs waiting between steps for an admission).
 
@@ -54,32 +54,43 @@ class _Waiter:
 
 
 class Occupancy:
-    """How many steps are in flight (admitted and not yet ended), integrated over time for
-    the statistics."""
+    """How many steps are in flight (admitted and not yet ended) and how many lanes they
+    occupy (a step holds its lane from its admission until its raw run returned),
+    integrated over time for the statistics: the lanes' mean is ``mean_in_flight`` (at most
+    N), the steps' tells how many shared a timed step's time (up to the window, 2 N)."""
 
-    __slots__ = ("_area", "_clock", "_since", "_started", "busy")
+    __slots__ = ("_area", "_clock", "_lane_area", "_since", "_started", "busy", "occupied")
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self.busy = 0  # steps in flight now
+        self.occupied = 0  # lanes occupied now
         self._started: float | None = None  # when the first step was admitted
         self._since = 0.0
         self._area = 0.0  # steps in flight, integrated over time
+        self._lane_area = 0.0  # lanes occupied, integrated over time
 
-    def change(self, by: int) -> None:
+    def change(self, steps: int, lanes: int) -> None:
+        """``steps`` more steps in flight and ``lanes`` more lanes occupied (or fewer), now."""
         now = self._clock()
         if self._started is None:
             self._started = self._since = now
-        self._area += self.busy * (now - self._since)
+        elapsed = now - self._since
+        self._area += self.busy * elapsed
+        self._lane_area += self.occupied * elapsed
         self._since = now
-        self.busy += by
+        self.busy += steps
+        self.occupied += lanes
 
     def mean_in_flight(self) -> float:
-        """The mean number of steps in flight since the first one started (0.0: none yet)."""
+        """The mean number of lanes occupied (runs in flight) since the first step started
+        (0.0: none yet)."""
         if self._started is None:
             return 0.0
-        elapsed = self._clock() - self._started
-        return self.integral() / elapsed if elapsed > 0 else float(self.busy)
+        now = self._clock()
+        elapsed = now - self._started
+        area = self._lane_area + self.occupied * (now - self._since)
+        return area / elapsed if elapsed > 0 else float(self.occupied)
 
     def integral(self) -> float:
         """The steps in flight, integrated over time up to now (0 before the first)."""
