@@ -4,8 +4,9 @@ taken with ``ordered=False``, and a feed dict reused from one feed to the next."
 
 from __future__ import annotations
 
+import collections
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -141,12 +142,17 @@ async def test_unordered_a_feed_that_cannot_be_taken_comes_after_the_results_bef
 
 @pytest.mark.parametrize("n", [1, 4])
 @pytest.mark.parametrize("kind", ["sync", "async"])
-async def test_a_feed_dict_reused_and_changed_in_place_gives_each_step_its_own_feed(n: int, kind: str) -> None:
-    """A feeds generator that yields one dict object changed in place: every step runs on
-    the feed it was given when it was admitted (iterate takes a copy of each feed)."""
+@pytest.mark.parametrize("cls", [dict, collections.OrderedDict, lambda: collections.defaultdict(int)])
+async def test_a_feed_dict_reused_and_changed_in_place_gives_each_step_its_own_feed(
+    n: int, kind: str, cls: Callable[[], dict[str, int]]
+) -> None:
+    """A feeds generator that yields one dict object (of any dict class) changed in place:
+    every step runs on the feed it was given when it was admitted, of that class (iterate
+    takes a copy of each feed)."""
+    kinds: set[type] = set()
 
     def same_dict() -> Iterator[dict[str, int]]:
-        feed: dict[str, int] = {}
+        feed: dict[str, int] = cls()
         for i in range(16):
             feed["i"] = i
             yield feed
@@ -156,6 +162,7 @@ async def test_a_feed_dict_reused_and_changed_in_place_gives_each_step_its_own_f
             yield feed
 
     async def step(feed: dict[str, int]) -> dict[str, int]:
+        kinds.add(type(feed))
         i = feed["i"]
         await anyio.sleep(0.001 * (i % 3))
         assert feed["i"] == i, "the feed changed under the step"
@@ -165,6 +172,7 @@ async def test_a_feed_dict_reused_and_changed_in_place_gives_each_step_its_own_f
     with anyio.fail_after(10):
         async with MonitoredSession(lambda: StepSession(step), max_in_flight=n) as sess:
             assert [y async for y in sess.iterate("y", source)] == list(range(16))
+    assert kinds == {type(cls())}
 
 
 async def settle() -> None:

@@ -54,6 +54,7 @@ finish, as documented; once the iterator is dropped, no runner of it parks again
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections import deque
 from collections.abc import Coroutine
 from contextvars import Context, copy_context
@@ -432,7 +433,11 @@ class _Pipeline(StepIterator):
 
 
 def _own(feed: Any) -> Any:
-    """A copy of a dict feed, taken when its step is admitted: a feeds generator may yield one
-    dict changed in place, and the steps still in flight must keep the feed they were given."""
-    return feed.copy() if type(feed) is dict else feed
+    """A copy of a dict feed (of its own class: an ``OrderedDict``, a ``defaultdict`` with
+    its factory), taken when its step is admitted: a feeds generator may yield one dict
+    changed in place, and the steps still in flight must keep the feed they were given.
+    Any other mapping is read-only by its protocol and is taken as it is."""
+    if type(feed) is dict:
+        return feed.copy()
+    return copy.copy(feed) if isinstance(feed, dict) else feed
 
