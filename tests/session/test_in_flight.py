@@ -202,10 +202,12 @@ async def test_a_clean_stop_error_of_one_step_stops_admission_and_yields_nothing
     ("value", "error", "match"),
     [(0, ValueError, "max_in_flight must be at least 1, got 0"), (-3, ValueError, "at least 1, got -3"),
      (True, TypeError, "max_in_flight must be an int of at least 1, got True"), (2.0, TypeError, "got 2.0"),
-     ("4", TypeError, "got '4'")],
+     ("4", TypeError, "got '4'"), (2**70, ValueError, "max_in_flight=1180591620717411303424 is more than 1,048,576"),
+     (2**20 + 1, ValueError, "is more than 1,048,576 lanes")],
 )
 def test_bad_max_in_flight_is_refused_naming_the_argument(value: Any, error: type[Exception], match: str) -> None:
-    """Below 1, a bool or a non-int: an error naming max_in_flight and the value."""
+    """Below 1, past the most lanes, a bool or a non-int: an error naming max_in_flight and
+    the value, before anything is built."""
     for cls in (MonitoredSession, SingularMonitoredSession):
         with pytest.raises(error, match=match):
             cls(lambda: StepSession(lambda feed: {}), max_in_flight=value)

@@ -19,12 +19,23 @@ if TYPE_CHECKING:
 __all__ = ["check_max_in_flight", "in_flight_engine", "overlapping", "with_occupancy"]
 
 
+#: The most lanes a session takes: each is a raw session created when the session is
+#: entered, so a number far past what can run at once is a mistake (a typo, a unit), not
+#: a wish, refused before anything is built rather than built for minutes.
+MAX_LANES = 1 << 20
+
+
 def check_max_in_flight(owner: str, value: object, hooks: Sequence[object]) -> int:
-    """``max_in_flight`` is an int of at least 1; above 1 every hook must allow overlap."""
+    """``max_in_flight`` is an int from 1 to ``MAX_LANES``; above 1 every hook must allow overlap."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{owner}: max_in_flight must be an int of at least 1, got {value!r}")
     if value < 1:
         raise ValueError(f"{owner}: max_in_flight must be at least 1, got {value!r}")
+    if value > MAX_LANES:
+        raise ValueError(
+            f"{owner}: max_in_flight={value} is more than {MAX_LANES:,} lanes: each lane is a raw "
+            "session created when the session is entered; give the number of steps to run at once"
+        )
     if value > 1:
         for index, hook in enumerate(hooks):
             if not overlapping(hook):

@@ -207,21 +207,27 @@ class LaneSessions:
         raw, lane.raw = lane.raw, None
         lane.renew = True  # no session: the next step on it creates one
         self._publish()
-        failures: list[BaseException] = []
-        with anyio.move_on_after(2 * s._grace + 1.0, shield=True) as scope:
-            if raw is not None and not any(other.raw is raw for other in self.lanes):
-                try:
-                    await _aclose(raw)
-                except Exception as exc:
-                    failures.append(exc)
-        if scope.cancelled_caught:
-            log_warning("closing the session%s took longer than stop_grace_period=%ss; gave up waiting",
-                        self._of(lane), s._grace, step=s._step_now())
+        shared = raw is not None and any(other.raw is raw for other in self.lanes)  # another lane's too
+        failures = [] if raw is None or shared else await self._close_raw_of(lane, raw)
         if log:
             for failure in failures:
                 log_warning("error while closing the session%s (recovery goes on): %r", self._of(lane),
                             failure, exc_info=failure, step=s._step_now())
             return []
+        return failures
+
+    async def _close_raw_of(self, lane: Lane, raw: object) -> list[BaseException]:
+        """Close ``raw``, ``lane``'s session (shielded, bounded by the grace period): its error."""
+        s = self.s
+        failures: list[BaseException] = []
+        with anyio.move_on_after(2 * s._grace + 1.0, shield=True) as scope:
+            try:
+                await _aclose(raw)
+            except Exception as exc:
+                failures.append(exc)
+        if scope.cancelled_caught:
+            log_warning("closing the session%s took longer than stop_grace_period=%ss; gave up waiting",
+                        self._of(lane), s._grace, step=s._step_now())
         return failures
 
     async def close_all(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
@@ -240,8 +246,17 @@ class LaneSessions:
             if scope.cancelled_caught:
                 log_warning("closing the coordinator took longer than stop_grace_period=%ss; gave up waiting",
                             s._grace, step=s._step_now())
+        # Every lane lets go of its session first, then each session is closed once (lanes
+        # may share one), in lane order: linear in the number of lanes.
+        closing: dict[int, tuple[Lane, object]] = {}
         for lane in self.lanes:
-            failures += await self.close_lane(lane, log=False)
+            raw, lane.raw = lane.raw, None
+            lane.renew = True
+            if raw is not None:
+                closing.setdefault(id(raw), (lane, raw))
+        self._publish()
+        for lane, raw in closing.values():
+            failures += await self._close_raw_of(lane, raw)
         if not raise_errors:
             for failure in failures:
                 log_warning("error while closing a session: %r", failure, exc_info=failure, step=self.s._step_now())
