@@ -113,3 +113,65 @@ async def test_a_one_lane_checkpoint_gives_every_lane_its_state_and_says_so(
         resumed = await _run(tmp_path, 3, range(0))
     assert [worker.items for worker in resumed] == [first[0].items] * 3
     assert any("saved with one lane" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_fresh_run_with_lanes_warns_nothing_about_lane_states(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A first run: every lane starts fresh, as the first one does, without a warning (the
+    checkpoint the entry saves with the first lane is not read back by the others)."""
+    with caplog.at_level(logging.WARNING, logger="hookrun"):
+        first = await _run(tmp_path, 3, range(9))
+    assert [r.getMessage() for r in caplog.records] == []
+    assert sorted(i for worker in first for i in worker.items) == list(range(9))
+
+
+async def test_a_checkpoint_saved_while_a_lane_is_recreated_keeps_that_lanes_state(tmp_path: Path) -> None:
+    """A lane fails and is re-created while another step saves a checkpoint: that
+    checkpoint keeps the lost lane's state as last saved (what its new session restores),
+    never nothing; the new session restores it, from the newest checkpoint."""
+    from hookrun import AbortedError
+
+    lost = anyio.Event()
+    back = anyio.Event()
+
+    class Flaky(Worker):
+        async def run(self, fetches: Any, feed_dict: Mapping[str, Any], options: Any, run_metadata: Any) -> list[Any]:
+            if feed_dict["i"] == 4:
+                await lost.wait()  # step 5 ends (and saves) once the other lane is lost
+            if feed_dict["i"] == 5 and not lost.is_set():
+                lost.set()
+                raise AbortedError("lane lost")
+            return await super().run(fetches, feed_dict, options, run_metadata)
+
+    async def create() -> Flaky:
+        if lost.is_set():  # the re-creation: held until step 5's checkpoint is taken
+            await back.wait()
+        return Flaky()
+
+    class Release:
+        """After the checkpoint hooks: step 5's state is collected when this runs."""
+
+        overlapping_steps = True
+
+        async def after_run(self, run_context: Any, run_values: Any) -> None:
+            if run_values.global_step == 5:
+                back.set()
+
+    Worker.made = []
+    with anyio.fail_after(20):
+        async with MonitoredTrainingSession(
+            create, hooks=[Release()], checkpointer=Checkpointer(tmp_path, max_to_keep=None),
+            save_checkpoint_steps=1, max_in_flight=3, log_step_count_steps=None,
+        ) as sess:
+            assert [y async for y in sess.iterate("y", ({"i": i} for i in range(12)))] == list(range(12))
+    checkpointer = Checkpointer(tmp_path, max_to_keep=None)
+    states = {info.step: (await checkpointer.restore(info.path)).state for info in checkpointer.all()}
+    assert 5 in states
+    assert all(None not in states[step]["lanes"] for step in states if step >= 3)
+    made = Worker.made
+    assert len(made) == 4
+    new = made[3]  # restored the lost lane's items, then ran step 5 again and went on
+    assert 5 in new.items and not any(5 in worker.items for worker in made[:3])
+    restored = new.items[: new.items.index(5)]
+    assert restored and any(worker.items == restored for worker in made[:3])

@@ -126,6 +126,8 @@ class ChiefSessionCreator:
         self._lanes: Callable[[], Sequence[object]] | None = None
         #: The checkpoint the last created session was restored from (``None``: fresh).
         self.restored: RestoredCheckpoint | None = None
+        #: The lanes that had a session from this creator (lane 0's first is ``create_session``'s).
+        self._lanes_made: set[int] = set()
 
     def __repr__(self) -> str:
         where = self.checkpointer.directory if self.checkpointer is not None else self.checkpoint_path
@@ -177,10 +179,7 @@ class ChiefSessionCreator:
                 "step into: give the creator to a MonitoredSession (which binds its own), or make "
                 "it with step_counter=... to call create_session() yourself"
             )
-        for hook in self._hooks:  # a checkpoint still being written is the newest: read it once durable
-            wait_saved = getattr(hook, "wait_saved", None)
-            if wait_saved is not None:
-                await wait_saved()
+        await self._wait_saved()
         restored = await self._read()
         session = await call_factory(self.factory)
         try:
@@ -194,8 +193,16 @@ class ChiefSessionCreator:
             raise
         self._created += 1
         self.restored = restored
+        self._lanes_made.add(0)
         return session
 
+
+    async def _wait_saved(self) -> None:
+        """A checkpoint still being written is the newest: it is read once durable."""
+        for hook in self._hooks:
+            wait_saved = getattr(hook, "wait_saved", None)
+            if wait_saved is not None:
+                await wait_saved()
 
     def bind_lanes(self, lanes: Callable[[], Sequence[object]]) -> None:
         """Called once by a monitored session with steps in flight: ``lanes()`` gives the
@@ -237,17 +244,26 @@ class ChiefSessionCreator:
 
     async def create_lane_session(self, lane: int | None = None) -> Any:
         """A session for one more lane of a monitored session with steps in flight
-        (``max_in_flight > 1``), at entry or when that lane alone is re-created: restored
-        from the latest valid checkpoint's session state of that lane (``lane``: its index)
-        only. The step counter and the hooks are left as they are, so the lanes still
-        running never see them roll back."""
+        (``max_in_flight > 1``), restored with that lane's session state (``lane``: its
+        index) only. At entry (the lane's first session) the state comes from the
+        checkpoint the first lane restored from, the same cut for every lane (none: the
+        lane starts fresh, as the first did); when the lane alone is re-created, from the
+        latest valid checkpoint, once a save under way is durable. The step counter and
+        the hooks are left as they are, so the lanes still running never see them roll
+        back."""
         reader, path = self.checkpointer, self.checkpoint_path
-        if reader is None and path is None:
+        entry = lane is not None and lane not in self._lanes_made
+        if lane is not None:
+            self._lanes_made.add(lane)
+        if entry:
+            restored = self.restored
+        elif reader is None and path is None:
             restored = None
         elif reader is None:
             assert path is not None
             restored = await anyio.to_thread.run_sync(read_checkpoint, path, self.codec)
         else:
+            await self._wait_saved()
             restored = await anyio.to_thread.run_sync(reader._read_latest, _check_shape)
         session = await call_factory(self.factory)
         try:

@@ -168,6 +168,8 @@ class CheckpointSaverHook(SessionRunHook):
         self._writing: anyio.Event | None = None
         self.last_saved_step: int | None = None
         self._highest_saved: int | None = None  # the highest step this run saved (``begin`` resets it)
+        #: Each lane's session state as this run last saved it (``begin`` resets it).
+        self._lane_states: list[Any] | None = None
 
     def __repr__(self) -> str:
         return f"CheckpointSaverHook({self.checkpointer.directory!r}, {self._timer!r})"
@@ -188,6 +190,7 @@ class CheckpointSaverHook(SessionRunHook):
         """Restart the timer, find the checkpointable objects, call every listener's ``begin``."""
         self._timer.reset()
         self._highest_saved = None
+        self._lane_states = None
         sources = (*served_hooks(self, self._hooks), *self._sources)  # those of the session entered
         self._objects = {key: obj for key, obj in checkpointables(sources).items() if obj is not self}
         for listener in self._listeners:
@@ -301,7 +304,10 @@ class CheckpointSaverHook(SessionRunHook):
         await self.wait_saved()
         for listener in self._listeners:
             await _notify(listener, "before_save", session, step)
-        state = await collect_state(step, session, self._objects, None if self._lanes is None else self._lanes())
+        lanes = None if self._lanes is None else self._lanes()
+        state = await collect_state(step, session, self._objects, lanes)
+        if lanes is not None:
+            self._lane_states = keep_lanes_being_recreated(state, lanes, self._lane_states)
         encoded = await self.checkpointer.encode(state)
         # The encoding thread is waited for even when cancelled: a cancellation that came
         # meanwhile (it may have closed the coordinator) is raised here, before anything starts.
@@ -386,3 +392,20 @@ def _checkpointer(
             f"Checkpointer (it has keep_best={retention.keep_best}, mode={retention.mode!r})"
         )
     return checkpointer
+
+
+def keep_lanes_being_recreated(state: dict[str, Any], lanes: Sequence[object], last: list[Any] | None) -> list[Any] | None:
+    """A lane with no session now is being re-created: the checkpoint keeps its state as
+    this run last saved it (what the new session restores from), never ``None`` in its
+    place. The lanes' states as saved now (or ``last``, when none was kept)."""
+    saved = state.get("lanes")
+    if last is not None and (saved is None or len(saved) == len(last)):
+        saved = saved if saved is not None else [None] * len(lanes)
+        for index, raw in enumerate(lanes):
+            if raw is None and saved[index] is None:
+                saved[index] = last[index]
+        if any(lane is not None for lane in saved):
+            state["lanes"] = saved
+            if "session" not in state and saved[0] is not None:
+                state["session"] = saved[0]
+    return state.get("lanes", last)
