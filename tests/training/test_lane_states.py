@@ -166,11 +166,11 @@ async def test_a_checkpoint_saved_while_a_lane_is_recreated_keeps_that_lanes_sta
         ) as sess:
             assert [y async for y in sess.iterate("y", ({"i": i} for i in range(12)))] == list(range(12))
     checkpointer = Checkpointer(tmp_path, max_to_keep=None)
-    states = {}
+    states: dict[int, Any] = {}
     for info in checkpointer.all():
-        restored = await checkpointer.restore(info.path)
-        assert restored is not None
-        states[info.step] = restored.state
+        checkpoint = await checkpointer.restore(info.path)
+        assert checkpoint is not None
+        states[info.step] = checkpoint.state
     assert 5 in states
     assert all(None not in states[step]["lanes"] for step in states if step >= 3)
     made = Worker.made
