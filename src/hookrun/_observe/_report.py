@@ -32,8 +32,9 @@ class HookStatistics:
 class SessionStatistics:
     """What a monitored session did so far.
 
-    ``steps`` ran to their end, ``failed_steps`` raised (a failed step that was then
-    recovered and run again counts once in each). ``sessions_created`` counts every
+    ``steps`` ran to their end, ``failed_steps`` raised or were cancelled (a failed step
+    that was then recovered and run again counts once in each; with steps in flight, the
+    steps another step's error cancelled count too). ``sessions_created`` counts every
     successful creation, the first one included; ``recoveries`` the failed sessions
     replaced; ``recovery_seconds`` the time spent replacing them and
     ``retry_wait_seconds`` the part of it (and of retried creations and runs) spent
