@@ -10,11 +10,14 @@ with the creator. Each session actor runs its calls on a thread of its own
 (``_concurrent``), so N lanes run N calls at once however few workers hold them.
 A creator spreads its actors over the workers in turn (the scheduler left to itself
 puts quick actor constructions all on one worker, whose loss would take every
-lane); a worker that is gone is out of the turn at once.
+lane); a worker that is gone is out of the turn at once. The first call that finds
+a worker unreachable ends the calls of the creator's other sessions waiting on it
+(``WorkerWatch``), so a lost worker costs only its lanes, never a connect timeout.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
@@ -23,6 +26,7 @@ from distributed import Client, Future
 from distributed.client import ClosedClientError
 
 from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
+from ..remote._future import WaitEnded
 from ._client import ClientSource
 from ._concurrent import construct
 from ._errors import (
@@ -33,6 +37,7 @@ from ._errors import (
     is_unreachable,
     unavailable,
 )
+from ._watch import WorkerWatch
 
 __all__ = ["DaskActorSession", "DaskActorSessionCreator"]
 
@@ -49,12 +54,16 @@ class DaskActorSession(RemoteActorSession):
     _kind: ClassVar[str] = "DaskActorSession"
 
     def __init__(
-        self, client: Client, future: Future[Any], actor: Any, method: str, label: str, *, own_client: bool
+        self, client: Client, future: Future[Any], actor: Any, method: str, label: str, *, own_client: bool,
+        watch: WorkerWatch | None = None,
     ) -> None:
         super().__init__(actor, method, label)
         self._client = client
         self._own_client = own_client
         self._future = future
+        self._watch = watch
+        self._address: str | None = getattr(actor, "_address", None)  # the worker holding the actor
+        self._made = time.monotonic()
 
     async def _call(
         self, fetches: list[Hashable], feed_dict: dict[Any, Any], tags: dict[str, Any] | None
@@ -65,13 +74,20 @@ class DaskActorSession(RemoteActorSession):
                 raise unavailable(repr(self), closed) from closed
             raise closed
         self._check_alive(None)
+        watch, address = self._watch, self._address
         kwargs = {"tags": tags} if tags else {}
         try:
             values: Sequence[Any] = await await_actor_call(
-                self._client, lambda: getattr(self.actor, self._method)(fetches, feed_dict, **kwargs)
+                self._client, lambda: getattr(self.actor, self._method)(fetches, feed_dict, **kwargs),
+                waits=None if watch is None or address is None else watch.calls(address),
             )
+        except WaitEnded as exc:  # another session found this actor's worker gone meanwhile
+            lost = DaskActorLostError(f"the worker {address} holding {self._label} was lost")
+            raise unavailable(repr(self), lost) from exc
         except (OSError, RuntimeError) as exc:
             if is_unreachable(exc):
+                if watch is not None and address is not None:
+                    watch.lost(address)
                 raise unavailable(repr(self), DaskActorLostError(str(exc))) from exc
             self._check_alive(exc)
             raise
@@ -79,8 +95,14 @@ class DaskActorSession(RemoteActorSession):
 
     def _check_alive(self, cause: BaseException | None) -> None:
         status = self._future.status
+        address, watch = self._address, self._watch
         if status not in _ALIVE:
             lost = DaskActorLostError(f"the worker holding {self._label} was lost (status {status})")
+            if watch is not None and address is not None:
+                watch.lost(address)
+            raise unavailable(repr(self), lost) from (cause or lost)
+        if watch is not None and address is not None and watch.lost_since(address, self._made):
+            lost = DaskActorLostError(f"the worker {address} holding {self._label} was lost")
             raise unavailable(repr(self), lost) from (cause or lost)
 
     def _end(self) -> None:
@@ -131,6 +153,7 @@ class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
         self._cls = actor_cls
         self._source = ClientSource(f"DaskActorSessionCreator({self._label})", client, address)
         self._turn = 0
+        self._watch = WorkerWatch()
 
     async def aclose(self) -> None:
         """Close the client this creator connected (never one that was passed in)."""
@@ -156,5 +179,5 @@ class DaskActorSessionCreator(RemoteActorSessionCreator[DaskActorSession]):
             raise
         with client.as_current():  # the actor proxy binds to the current client
             actor = await await_dask(future, what, own_client=own)
-        return DaskActorSession(client, future, actor, self._method, self._label, own_client=own)
+        return DaskActorSession(client, future, actor, self._method, self._label, own_client=own, watch=self._watch)
 

@@ -20,6 +20,7 @@ from distributed.client import ClosedClientError, FutureCancelledError
 from distributed.comm.core import CommClosedError
 
 from ..remote import await_future
+from ..remote._future import Waiting, wait_future
 from ..remote._lost import unavailable
 
 __all__ = [
@@ -91,13 +92,15 @@ async def await_dask(future: Future[Any], what: str, *, own_client: bool) -> Any
 
 
 async def await_actor_call(
-    client: Client, call: Callable[[], Any], *, on_cancel: Callable[[], object] | None = None
+    client: Client, call: Callable[[], Any], *, on_cancel: Callable[[], object] | None = None,
+    waits: set[Waiting] | None = None,
 ) -> Any:
     """Make an actor call (``call()`` returns its ``ActorFuture``) and await its value.
 
     The ``ActorFuture`` is awaited by a coroutine on the client's IO loop, which the
     bridge awaits; cancelling the caller cancels that coroutine (Dask cannot stop
-    the running method itself) and calls ``on_cancel``.
+    the running method itself) and calls ``on_cancel``. While it waits the call is in
+    ``waits`` (if given), where ending it cancels it and raises ``WaitEnded``.
     """
     actor_future = call()
 
@@ -112,7 +115,7 @@ async def await_actor_call(
         if on_cancel is not None:
             on_cancel()
 
-    return await await_future(waiting, cancel=cancel)
+    return await wait_future(waiting, cancel, waits)
 
 
 def is_unreachable(exc: BaseException) -> bool:
