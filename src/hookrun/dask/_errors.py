@@ -2,8 +2,10 @@
 Dask's futures from anyio code.
 
 ``await_dask`` awaits a ``distributed.Future``'s result, fetched on the client's IO
-loop, through the engine-free bridge (cancelling the caller cancels the future); ``await_actor_call`` awaits an actor
-method's ``ActorFuture`` (which has no done-callback) on the client's own IO loop.
+loop, through the engine-free bridge (cancelling the caller cancels the future);
+``await_actor_call`` awaits an actor method's ``ActorFuture`` (which has no
+done-callback) on the client's own IO loop; both go through ``on_io_loop``, as a step
+task does.
 A recoverable error is re-raised as ``hookrun.UnavailableError`` with Dask's error
 chained; user errors, ``KilledWorker`` (a task that killed every worker it ran on)
 and cancellations propagate unchanged.
@@ -12,14 +14,13 @@ and cancellations propagate unchanged.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from distributed import Client, Future
 from distributed.client import ClosedClientError, FutureCancelledError
 from distributed.comm.core import CommClosedError
 
-from ..remote import await_future
 from ..remote._future import Waiting, wait_future
 from ..remote._lost import unavailable
 
@@ -29,6 +30,7 @@ __all__ = [
     "await_actor_call",
     "await_dask",
     "is_recoverable",
+    "on_io_loop",
     "unavailable",
 ]
 
@@ -72,19 +74,7 @@ async def await_dask(future: Future[Any], what: str, *, own_client: bool) -> Any
     that coroutine and the future.
     """
     try:
-        fetch = future._result()  # what Future.result() runs on the IO loop
-        loop: Any = future.client.loop  # a tornado IOLoop over an asyncio loop
-        try:
-            waiting = asyncio.run_coroutine_threadsafe(fetch, loop.asyncio_loop)
-        except RuntimeError as exc:  # the client's IO loop is closed
-            fetch.close()
-            raise ClosedClientError(f"the Dask client's IO loop is closed ({exc})") from exc
-
-        def cancel() -> None:
-            waiting.cancel()
-            future.cancel()
-
-        return await await_future(waiting, cancel=cancel)
+        return await on_io_loop(future.client.loop, future._result(), cancel=future.cancel)  # as Future.result()
     except Exception as exc:
         if is_recoverable(exc, own_client=own_client):
             raise unavailable(what, exc) from exc
@@ -107,15 +97,30 @@ async def await_actor_call(
     async def result() -> Any:
         return await actor_future
 
-    loop: Any = client.loop  # a tornado IOLoop over an asyncio loop
-    waiting = asyncio.run_coroutine_threadsafe(result(), loop.asyncio_loop)
+    return await on_io_loop(client.loop, result(), cancel=on_cancel, waits=waits)
 
-    def cancel() -> None:
+
+async def on_io_loop(
+    loop: Any, coroutine: Coroutine[Any, Any, Any], *, cancel: Callable[[], object] | None = None,
+    waits: set[Waiting] | None = None,
+) -> Any:
+    """Run ``coroutine`` on a Dask client's IO loop (``loop``: a tornado IOLoop over an
+    asyncio loop) and await its result through the engine-free bridge: one hand-off
+    there and one back. Cancelling the caller calls ``cancel`` first, then cancels the
+    coroutine; while it waits the call is in ``waits`` (if given), where ending it does
+    the same and raises ``WaitEnded``. A closed IO loop is ``ClosedClientError``."""
+    try:
+        waiting = asyncio.run_coroutine_threadsafe(coroutine, loop.asyncio_loop)
+    except RuntimeError as exc:  # the client's IO loop is closed
+        coroutine.close()
+        raise ClosedClientError(f"the Dask client's IO loop is closed ({exc})") from exc
+
+    def stop() -> None:
+        if cancel is not None:
+            cancel()
         waiting.cancel()
-        if on_cancel is not None:
-            on_cancel()
 
-    return await wait_future(waiting, cancel, waits)
+    return await wait_future(waiting, stop, waits)
 
 
 def is_unreachable(exc: BaseException) -> bool:

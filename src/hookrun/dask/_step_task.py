@@ -21,16 +21,13 @@ that is closing or closed is called from the caller's thread (its IO loop may be
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from distributed import Client, Future
-from distributed.client import ClosedClientError
 
-from ..remote import await_future
-from ._errors import await_dask, is_recoverable, unavailable
+from ._errors import await_dask, is_recoverable, on_io_loop, unavailable
 
 __all__ = ["run_task"]
 
@@ -74,19 +71,8 @@ async def run_task(client: Client, fn: Callable[..., Any], feed: dict[Any, Any],
         if client.status in ("closing", "closed"):  # its IO loop is ending or gone: as Dask would
             return await await_dask(client.submit(fn, feed, pure=False), what, own_client=own_client)
         task = _Task()
-        step = task.run(client, fn, feed)
-        loop: Any = client.loop  # a tornado IOLoop over an asyncio loop
-        try:
-            waiting = asyncio.run_coroutine_threadsafe(step, loop.asyncio_loop)
-        except RuntimeError as exc:  # the client's IO loop is closed
-            step.close()
-            raise ClosedClientError(f"the Dask client's IO loop is closed ({exc})") from exc
-
-        def cancel() -> None:
-            task.cancel()  # first: the coroutine, once cancelled, lets go of the future
-            waiting.cancel()
-
-        return await await_future(waiting, cancel=cancel)
+        # ``task.cancel`` first: the coroutine, once cancelled, lets go of the future.
+        return await on_io_loop(client.loop, task.run(client, fn, feed), cancel=task.cancel)
     except Exception as exc:
         if is_recoverable(exc, own_client=own_client):
             raise unavailable(what, exc) from exc
