@@ -440,4 +440,3 @@ def _own(feed: Any) -> Any:
     if type(feed) is dict:
         return feed.copy()
     return copy.copy(feed) if isinstance(feed, dict) else feed
-

@@ -208,7 +208,7 @@ class LaneSessions:
         lane.renew = True  # no session: the next step on it creates one
         self._publish()
         shared = raw is not None and any(other.raw is raw for other in self.lanes)  # another lane's too
-        failures = [] if raw is None or shared else await self._close_raw_of(lane, raw)
+        failures = [] if raw is None or shared else await self._close_bounded(lane, raw)
         if log:
             for failure in failures:
                 log_warning("error while closing the session%s (recovery goes on): %r", self._of(lane),
@@ -216,7 +216,7 @@ class LaneSessions:
             return []
         return failures
 
-    async def _close_raw_of(self, lane: Lane, raw: object) -> list[BaseException]:
+    async def _close_bounded(self, lane: Lane, raw: object) -> list[BaseException]:
         """Close ``raw``, ``lane``'s session (shielded, bounded by the grace period): its error."""
         s = self.s
         failures: list[BaseException] = []
@@ -256,7 +256,7 @@ class LaneSessions:
                 closing.setdefault(id(raw), (lane, raw))
         self._publish()
         for lane, raw in closing.values():
-            failures += await self._close_raw_of(lane, raw)
+            failures += await self._close_bounded(lane, raw)
         if not raise_errors:
             for failure in failures:
                 log_warning("error while closing a session: %r", failure, exc_info=failure, step=self.s._step_now())

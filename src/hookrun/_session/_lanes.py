@@ -1,8 +1,9 @@
 """The lanes of a monitored session with steps in flight: ``Lane`` (one raw session),
 ``LanePool`` (the free lanes, handed out first come first served), ``Occupancy`` (how many
-steps were in flight and lanes occupied over time), ``Tickets`` (the steps admitted and not yet ended), ``PhaseLock``
-(one hook phase at a time), ``Turnstile`` (lets the ``after_run`` phases through in
-step order) and ``ParkedJobs`` (``iterate``'s jobs waiting between steps for an admission).
+steps were in flight and lanes occupied over time), ``Tickets`` (the steps admitted and
+not yet ended), ``PhaseLock`` (one hook phase at a time), ``Turnstile`` (lets the
+``after_run`` phases through in step order) and ``ParkedJobs`` (``iterate``'s jobs
+waiting between steps for an admission).
 
 Invariants: a lane serves one step's run at a time (it is in the pool or held by exactly
 one step); a caller waiting for a lane (or a ticket, or the phase lock) is served in

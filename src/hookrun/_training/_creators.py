@@ -196,7 +196,6 @@ class ChiefSessionCreator:
         self._lanes_made.add(0)
         return session
 
-
     async def _wait_saved(self) -> None:
         """A checkpoint still being written is the newest: it is read once durable."""
         for hook in self._hooks:

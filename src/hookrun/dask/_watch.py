@@ -43,7 +43,7 @@ class WorkerWatch:
 
     def lost(self, address: str) -> None:
         """The worker at ``address`` did not answer: end the calls still waiting on it."""
-        if address not in self._lost or self._lost[address] < time.monotonic() - 1.0:
+        if address not in self._lost:
             waiting = self._calls.get(address, ())
             logger().warning(
                 "Dask worker %s is gone: the %d other calls waiting on its actors end, and their "
