@@ -275,14 +275,13 @@ class Coordinator:
         mine = self._mine()
         await self._signal.wait_until(lambda: self._signal.stopped or self._others_done(mine))
         with anyio.CancelScope(shield=True):
-            stragglers = await self._reap(grace)
+            stragglers = await self._reap(grace, mine)
         self._joined = True
         self._raise_outcome(stragglers, ignore_live_tasks)
 
-    async def _reap(self, grace: float) -> list[str]:
+    async def _reap(self, grace: float, mine: anyio.CancelScope | None) -> list[str]:
         """Give the tasks ``grace`` seconds, then cancel the stragglers; return their names
-        (the task this runs in, if it is one of ours, is none of them)."""
-        mine = self._mine()
+        (``mine``, the task this runs in if it is one of ours, is none of them)."""
         with anyio.move_on_after(grace):
             await self._signal.wait_until(lambda: self._others_done(mine))
         stragglers = [name for scope, name in self._tasks.items() if scope is not mine]
@@ -333,7 +332,7 @@ class Coordinator:
         self._tg = None
         self.request_stop()
         with anyio.CancelScope(shield=True):
-            stragglers = await self._reap(self._grace)
+            stragglers = await self._reap(self._grace, self._mine())
         self._joined = True
         if self._tasks:
             tg.cancel_scope.cancel()
@@ -391,7 +390,7 @@ class Coordinator:
         self.request_stop()
         self._closer = mine = self._mine()
         with anyio.CancelScope(shield=True):
-            stragglers = await self._reap(grace)
+            stragglers = await self._reap(grace, mine)
             self._joined = True
             if exit_requested is not None and done is not None:
                 exit_requested.set()
