@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 
 from .._log import logger
-from ..remote._future import Waiting
+from ..remote._future import PlacedWaits, Waiting
 
 __all__ = ["WorkerWatch"]
 
@@ -26,16 +26,16 @@ __all__ = ["WorkerWatch"]
 class WorkerWatch:
     """The workers found lost, when, and the calls waiting on each (see the module docstring)."""
 
-    __slots__ = ("_calls", "_lost")
+    __slots__ = ("_lost", "_waits")
 
     def __init__(self) -> None:
         self._lost: dict[str, float] = {}  # worker address -> when it was found lost
-        self._calls: dict[str, set[Waiting]] = {}  # worker address -> the calls waiting on it
+        self._waits = PlacedWaits()  # by worker address
 
     def calls(self, address: str) -> set[Waiting]:
         """The calls waiting on actors of the worker at ``address`` (each call is in it
         while it waits); ended when that worker is found lost."""
-        return self._calls.setdefault(address, set())
+        return self._waits.calls(address)
 
     def lost_since(self, address: str, made: float) -> bool:
         """Whether the worker at ``address`` was found lost after ``made`` (``time.monotonic``)."""
@@ -43,12 +43,11 @@ class WorkerWatch:
 
     def lost(self, address: str) -> None:
         """The worker at ``address`` did not answer: end the calls still waiting on it."""
-        if address not in self._lost:
-            waiting = self._calls.get(address, ())
+        first = address not in self._lost
+        self._lost[address] = time.monotonic()
+        ended = self._waits.end(address)
+        if first:
             logger().warning(
                 "Dask worker %s is gone: the %d other calls waiting on its actors end, and their "
-                "lanes are re-created", address, len(waiting),
+                "lanes are re-created", address, ended,
             )
-        self._lost[address] = time.monotonic()
-        for call in list(self._calls.get(address, ())):
-            call.end()

@@ -26,7 +26,7 @@ import anyio
 import ray
 
 from .._log import logger
-from ..remote._future import Waiting
+from ..remote._future import PlacedWaits, Waiting
 
 __all__ = ["RECHECK", "NodeWatch", "node_of_actor"]
 #: Seconds a probe of a suspect node's raylet stands for.
@@ -45,14 +45,14 @@ class NodeWatch:
 
     def __init__(self) -> None:
         self._suspects: dict[str, float | None] = {}  # node ID -> when found unreachable (None: not yet probed)
-        self._calls: dict[str, set[Waiting]] = {}  # node ID -> the calls waiting on it
+        self._waits = PlacedWaits()  # by node ID
         self._gone: set[str] = set()  # nodes found not answering (reported once)
         self._turn = 0
 
     def calls(self, node: str) -> set[Waiting]:
         """The calls waiting on actors of ``node`` (each call is in it while it waits,
         see ``hookrun.remote._future.wait_future``); ended if the node is gone."""
-        return self._calls.setdefault(node, set())
+        return self._waits.calls(node)
 
     async def lost(self, node: str | None) -> None:
         """An actor on ``node`` was lost: suspect the node; if its raylet does not answer,
@@ -62,16 +62,14 @@ class NodeWatch:
         self._suspects.setdefault(node, None)
         address = await anyio.to_thread.run_sync(_raylet_of, node)
         if address is not None and not await anyio.to_thread.run_sync(_answers, address):
-            calls = self._calls.get(node, ())
+            self._suspects[node] = time.monotonic()
+            ended = self._waits.end(node)
             if node not in self._gone:
                 self._gone.add(node)
                 logger().warning(
                     "Ray node %s (raylet %s:%d) no longer answers: new session actors avoid it, and "
-                    "%d calls waiting on it end", node, *address, len(calls),
+                    "%d calls waiting on it end", node, *address, ended,
                 )
-            self._suspects[node] = time.monotonic()
-            for waiting in list(calls):
-                waiting.end()
 
     async def place(self) -> str | None:
         """The ID of the node to pin a new actor to (``None``: no node to avoid, Ray places it)."""

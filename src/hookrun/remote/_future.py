@@ -24,7 +24,7 @@ import anyio.lowlevel
 
 from .._log import logger
 
-__all__ = ["FutureLike", "WaitEnded", "Waiting", "await_future", "wait_future"]
+__all__ = ["FutureLike", "PlacedWaits", "WaitEnded", "Waiting", "await_future", "wait_future"]
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -94,6 +94,28 @@ class Waiting:
         """End the wait: the waiting task cancels the future and raises ``WaitEnded``."""
         self.ended = True
         self.wake()
+
+
+class PlacedWaits:
+    """The calls waiting on remote work, by the place that does it (a node, a worker):
+    while a call waits it is in ``calls(place)`` (``wait_future``'s ``waits``), and
+    ``end(place)`` ends them all (each cancels its future and raises ``WaitEnded``)."""
+
+    __slots__ = ("_calls",)
+
+    def __init__(self) -> None:
+        self._calls: dict[str, set[Waiting]] = {}
+
+    def calls(self, place: str) -> set[Waiting]:
+        """The calls waiting on ``place`` now."""
+        return self._calls.setdefault(place, set())
+
+    def end(self, place: str) -> int:
+        """End every call waiting on ``place``; how many there were."""
+        waiting = list(self._calls.get(place, ()))
+        for call in waiting:
+            call.end()
+        return len(waiting)
 
 
 async def wait_future(
