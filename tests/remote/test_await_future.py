@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from hookrun.remote import await_future
-from hookrun.remote._future import WaitEnded, Waiting, wait_future
+from hookrun.remote._future import PlacedWaits, WaitEnded, Waiting, wait_future
 
 pytestmark = pytest.mark.anyio
 
@@ -222,3 +222,31 @@ def test_import_hookrun_imports_no_engine() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+async def test_placed_waits_end_the_calls_of_one_place_only() -> None:
+    """``end(place)`` ends every call waiting on that place (each cancels its future and
+    raises ``WaitEnded``), says how many, and leaves the other places' calls waiting."""
+    waits = PlacedWaits()
+    futures: dict[str, concurrent.futures.Future[int]] = {name: concurrent.futures.Future() for name in ("a1", "a2", "b")}
+    outcomes: dict[str, object] = {}
+
+    async def call(name: str, place: str) -> None:
+        try:
+            outcomes[name] = await wait_future(futures[name], None, waits.calls(place))
+        except WaitEnded:
+            outcomes[name] = "ended"
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            for name in futures:
+                tg.start_soon(call, name, name[0])
+            await anyio.wait_all_tasks_blocked()
+            assert waits.end("a") == 2
+            assert waits.end("nowhere") == 0
+            await anyio.wait_all_tasks_blocked()
+            assert "b" not in outcomes
+            futures["b"].set_result(3)
+    assert outcomes == {"a1": "ended", "a2": "ended", "b": 3}
+    assert futures["a1"].cancelled() and futures["a2"].cancelled()
+    assert not waits.calls("a") and not waits.calls("b")
