@@ -5,6 +5,7 @@ leaves that task to go on after ``aclose()`` returns."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -14,11 +15,14 @@ import pytest
 from hookrun import (
     Coordinator,
     MonitoredSession,
+    MonitoredTrainingSession,
     RunAfterStopError,
     RunMetadata,
     RunOptions,
     SessionClosedError,
     SessionRunContext,
+    StepSession,
+    latest_checkpoint,
 )
 
 pytestmark = pytest.mark.anyio
@@ -143,11 +147,44 @@ async def test_join_from_a_coordinator_task_waits_for_the_others_only() -> None:
 
         async def joiner() -> None:
             await coord.join(stop_grace_period=GRACE)
-            log.append("joined")
+            log.append(f"joined={coord.joined}")  # its own task still runs: not joined
             joined.set()
 
         coord.start_soon(other)
         with anyio.fail_after(LIMIT):
             coord.start_soon(joiner)
             await joined.wait()
-    assert log == ["other done", "joined"]
+    assert log == ["other done", "joined=False"]
+    assert coord.joined  # leaving ``async with`` joined it
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+async def test_checkpoints_stay_in_order_after_a_coordinator_task_joined(tmp_path: Any, max_in_flight: int) -> None:
+    """A task that joins the coordinator while the session runs must not make the saver
+    believe its writes can no longer finish: saves stay one at a time, the newest is the
+    latest, and the save at the end is written."""
+
+    class JoinFromTask:
+        overlapping_steps = True
+
+        def __init__(self) -> None:
+            self.started = False
+
+        def after_create_session(self, session: object, coord: Coordinator) -> None:
+            if not self.started:
+                self.started = True
+                coord.start_soon(coord.join)
+
+    session = MonitoredTrainingSession(
+        lambda: StepSession(lambda feeds: {"y": feeds["x"]}), checkpoint_dir=str(tmp_path),
+        save_checkpoint_steps=1, log_step_count_steps=0, hooks=[JoinFromTask()], max_in_flight=max_in_flight,
+    )
+    with anyio.fail_after(LIMIT):
+        async with session:
+            await anyio.sleep(0.02)  # the joining task ran: no other task was there to wait for
+            ys = [y async for y in session.iterate("y", ({"x": i} for i in range(12)))]
+    assert ys == list(range(12))
+    latest = latest_checkpoint(str(tmp_path))
+    assert latest is not None and latest.endswith("ckpt-12")
+    steps = sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(tmp_path) if name.startswith("ckpt-"))
+    assert steps[-1] == 12

@@ -113,7 +113,8 @@ class Coordinator:
 
     @property
     def joined(self) -> bool:
-        """True once ``join`` (or leaving ``async with``) has finished."""
+        """True once ``join`` (or leaving ``async with``) has finished, every task ended (a
+        ``join`` from one of the coordinator's own tasks leaves it False)."""
         return self._joined
 
     @property
@@ -269,14 +270,16 @@ class Coordinator:
 
         Raises the recorded exception if any; else ``RuntimeError`` naming the
         stragglers, unless ``ignore_live_tasks`` (then they are only logged). Called
-        from one of the coordinator's own tasks, it waits for the others, not for that one.
+        from one of the coordinator's own tasks, it waits for the others, not for that one,
+        and leaves ``joined`` False: a task of the coordinator, the caller's, still runs.
         """
         grace = _check_seconds("join(stop_grace_period=...)", stop_grace_period)
         mine = self._mine()
         await self._signal.wait_until(lambda: self._signal.stopped or self._others_done(mine))
         with anyio.CancelScope(shield=True):
             stragglers = await self._reap(grace, mine)
-        self._joined = True
+        if mine is None:
+            self._joined = True
         self._raise_outcome(stragglers, ignore_live_tasks)
 
     async def _reap(self, grace: float, mine: anyio.CancelScope | None) -> list[str]:
