@@ -103,7 +103,7 @@ class InFlight:
     def check_open(self, what: str) -> None:
         """Refuse a step, saying why, unless the session is open and no stop was requested."""
         s = self.s
-        if s._state is not State.OPEN or s._hook_stop:
+        if s._state is not State.OPEN:
             refuse_step(s, s._state, what)
 
     # -- lanes ------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ class InFlight:
             return
         s._step_done = done = anyio.Event()
         try:
-            with anyio.move_on_after(2 * s._grace + 1.0, shield=True):
+            with anyio.move_on_after(2 * s._setup.grace + 1.0, shield=True):
                 await done.wait()  # set by the last step's end
         finally:
             s._step_done = None
@@ -227,12 +227,12 @@ class InFlight:
         held = coord.exception if coord is not None and coord.should_stop() else None
         if not lane.renew and not (held is not None and s._is_recoverable(held)):
             return budget
-        budget = budget or s._retry.budget()
+        budget = budget or s._setup.retry.budget()
         if lane.renew:
             await self.sessions.create(lane, budget)
         else:
             assert held is not None and coord is not None
-            if not s._recovers:
+            if not s._RECOVERS:
                 raise held
             coord.clear_stop()  # taken: no other step recovers for it
             if not await self.sessions.recover(lane, held, budget):
@@ -254,7 +254,7 @@ class InFlight:
                 self.check_cause(step)
                 if self._resume is not None:  # held while this step waited for the lock
                     continue
-                if s._state is not State.OPEN or s._hook_stop:
+                if s._state is not State.OPEN:
                     return False
                 if self._next is None:
                     local = s._local
@@ -316,7 +316,7 @@ class InFlight:
         if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
             return Rescope(failed, budget)  # nothing more can wait under that scope
         step.leave_contexts(failed)  # the attempt is over; the re-run enters them anew
-        budget = budget or s._retry.budget()
+        budget = budget or s._setup.retry.budget()
         if not await self._recover(step, failed, budget):
             self.fail_others(step, failed)
             raise failed
@@ -340,7 +340,7 @@ class InFlight:
         s = self.s
         if step.cause is not None:  # cancelled by another step's failure
             return False
-        return s._recovers and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
+        return s._RECOVERS and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
 
     # -- the public entry points -----------------------------------------------------------
 
