@@ -7,14 +7,15 @@ owning one raw session from creation to close, and its one coordinator) and, wit
 ``max_in_flight > 1``, the steps-in-flight engine its entry points go to
 (``_in_flight*.py``); its mixins are entering and closing (``_lifecycle.py``),
 recovering a lane (``_recovering.py``), ``run`` (``_run.py``) and the steps of one lane
-at a time (``_stepping.py``). The states (NEW, ENTERING, OPEN, CLOSED), what
+at a time (``_stepping.py``). The states (NEW, ENTERING, OPEN, STOPPED, CLOSED), what
 each allows and which changes exist are tabled in ``_state.py``, whose ``move`` makes
-every change; ``_lifecycle.py`` makes them all.
+every change; ``_lifecycle.py`` makes them all but a hook's stop request, OPEN →
+STOPPED (``_set_hook_stop``, here).
 
-A hook's stop request is a state (STOPPED); orthogonal to the state is ``_busy`` (a
-step is running; a clean close from another task waits for it, on ``_step_done``).
-``_admit`` is the one check of ``run``, ``iterate`` and ``run_step_fn``. What a session
-carries is declared in ``_state.py`` (``SessionAttributes``).
+Orthogonal to the state: ``_busy`` (a step is running; a clean close from another task
+waits for it, on ``_step_done``). ``_admit`` is the one check of ``run``, ``iterate``
+and ``run_step_fn``. What a session carries is declared once, in ``_state.py``
+(``SessionAttributes``).
 
 Invariants: begin runs once; every created session and coordinator is closed
 exactly once; after_run runs only after a successful session run; a hook stop
