@@ -176,8 +176,8 @@ class InFlight:
             self._next = None  # nothing in flight: the next number comes from the counter
             s = self.s
             s._busy = False
-            if s._step_done is not None:
-                s._step_done.set()
+            if s._lifetime.step_done is not None:
+                s._lifetime.step_done.set()
 
     def fail_others(self, origin: Step, error: BaseException) -> None:
         """A non-recoverable error: cancel every other step in flight (unless ``origin`` was
@@ -201,12 +201,12 @@ class InFlight:
                 step.scope.cancel()
         if not self.steps:
             return
-        s._step_done = done = anyio.Event()
+        s._lifetime.step_done = done = anyio.Event()
         try:
             with anyio.move_on_after(2 * s._setup.grace + 1.0, shield=True):
                 await done.wait()  # set by the last step's end
         finally:
-            s._step_done = None
+            s._lifetime.step_done = None
 
     def cancelled_error(self, step: Step) -> RuntimeError:
         assert step.cause is not None

@@ -105,13 +105,17 @@ class Setup:
 
 
 class Lifetime:
-    """What entering and closing a monitored session keep between them."""
+    """What entering and closing a monitored session keep between them, and what a close
+    waits on."""
 
-    __slots__ = ("closing", "ending", "tg")
+    __slots__ = ("closing", "ending", "step_done", "tg")
 
     def __init__(self) -> None:
         #: The session's task group, from entry to the end of the close.
         self.tg: TaskGroup | None = None
+        #: Set by a clean close from another task that waits for the running step (or the
+        #: steps in flight) to end; the step's end sets it.
+        self.step_done: anyio.Event | None = None
         #: Set once a close is done; None until one starts.
         self.closing: anyio.Event | None = None
         #: The scope of the hooks' end while a close runs it.
@@ -277,11 +281,12 @@ class Lifecycle(SessionAttributes):
             # close after it, never under it. Cancelled while waiting: close without end.
             # Not for steps renewing their lanes: they stop at the close (a wait to retry is
             # cut short, a session created after it is closed at once).
-            self._step_done = anyio.Event()
+            lifetime = self._lifetime
+            lifetime.step_done = done = anyio.Event()
             try:
-                await self._step_done.wait()  # set by the step's end (``run``, ``run_step_fn``)
+                await done.wait()  # set by the step's end (``run``, ``run_step_fn``)
             finally:
-                self._step_done = None
+                lifetime.step_done = None
         raw = self.raw_session()
         if call_end and raw is None:
             # No session to end with (re-creating it failed, or it is being created in

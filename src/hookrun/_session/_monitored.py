@@ -13,7 +13,7 @@ every change; ``_lifecycle.py`` makes them all but a hook's stop request, OPEN â
 STOPPED (``_set_hook_stop``, here).
 
 Orthogonal to the state: ``_busy`` (a step is running; a clean close from another task
-waits for it, on ``_step_done``). ``_admit`` is the one check of ``run``, ``iterate``
+waits for it, on ``_lifetime.step_done``). ``_admit`` is the one check of ``run``, ``iterate``
 and ``run_step_fn``. What a session carries is declared once, in ``_state.py``
 (``SessionAttributes``).
 
@@ -117,7 +117,6 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         self._plain = max_in_flight == 1 and not retry_on and plain_steps(self)
         self._state = State.NEW
         self._busy = False
-        self._step_done = None
         self._coord = None
         self._sessions = LaneSessions(self, session_creator, self.max_in_flight)
         self._lane = self._sessions.lanes[0]
@@ -254,8 +253,9 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         finally:
             STEPS_RESET(inside)
             self._busy = False
-            if self._step_done is not None:
-                self._step_done.set()
+            done = self._lifetime.step_done
+            if done is not None:  # a close from another task waits for this step
+                done.set()
 
     async def _call_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
         raw = self._lane.raw

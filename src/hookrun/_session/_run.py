@@ -133,5 +133,6 @@ class Running(SessionAttributes):
         finally:
             STEPS_RESET(inside)
             self._busy = False
-            if self._step_done is not None:  # a close from another task waits for this step
-                self._step_done.set()
+            done = self._lifetime.step_done
+            if done is not None:  # a close from another task waits for this step
+                done.set()

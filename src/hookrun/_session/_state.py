@@ -53,7 +53,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .._errors import RunAfterStopError, SessionClosedError
 
 if TYPE_CHECKING:
-    import anyio
 
     from .._coordinator._tasks import Coordinator
     from .._dispatch._dispatcher import Dispatcher
@@ -151,7 +150,7 @@ class SessionAttributes:
     __slots__ = (  # noqa: RUF023  # the ones a step reads first, not sorted
         # read by every step, in about this order
         "_state", "_busy", "_plain", "_stats", "_step", "_coord", "_lane", "_local", "_on_stop",
-        "_before", "_after", "_step_done", "_counter", "_layout", "_time_before_run",
+        "_before", "_after", "_counter", "_layout", "_time_before_run",
         "_dispatcher", "_step_hooks",
         # the parts the session is made of, and its cold groups
         "_sessions", "_in_flight", "_setup", "_lifetime",
@@ -179,8 +178,6 @@ class SessionAttributes:
     _on_stop: Callable[[], None]
     _before: PhasePlan
     _after: PhasePlan
-    #: Set by a close that waits for the step running in another task (``_lifecycle.py``).
-    _step_done: anyio.Event | None
     _counter: StepCounter
     #: The last step's fetch layout, reused while it fits (``_stepping.py``).
     _layout: FetchLayout | None
@@ -195,7 +192,7 @@ class SessionAttributes:
     _in_flight: InFlight | None
     #: What the constructor fixed for entering, recovering and closing (``_lifecycle.py``).
     _setup: Setup
-    #: The task group and the close under way (``_lifecycle.py``).
+    #: The task group, the close under way, and what it waits on (``_lifecycle.py``).
     _lifetime: Lifetime
 
     # The methods one mixin calls on another.
