@@ -232,7 +232,7 @@ class InFlight:
             await self.sessions.create(lane, budget)
         else:
             assert held is not None and coord is not None
-            if not s._RECOVERS:
+            if not s._recovers:
                 raise held
             coord.clear_stop()  # taken: no other step recovers for it
             if not await self.sessions.recover(lane, held, budget):
@@ -340,7 +340,7 @@ class InFlight:
         s = self.s
         if step.cause is not None:  # cancelled by another step's failure
             return False
-        return s._RECOVERS and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
+        return s._recovers and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
 
     # -- the public entry points -----------------------------------------------------------
 

@@ -331,7 +331,7 @@ class Lifecycle(SessionAttributes):
         """A recoverable error a background task recorded is still held as the session
         closes: a session that recovers would have re-created its session at the next
         ``run()``, and none comes, so the work is done; it is logged, not raised."""
-        if not (self._RECOVERS and self._is_recoverable(exc)):
+        if not (self._recovers and self._is_recoverable(exc)):
             return False
         log_warning(
             "closing with a recoverable error a background task recorded (the next run() would "

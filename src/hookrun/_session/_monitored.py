@@ -88,6 +88,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         statistics: bool | StatisticsOptions = True,
         max_in_flight: int = 1,
     ) -> None:
+        self._recovers = self._RECOVERS
         create_session = creator_function(session_creator)
         self.hooks = hook_list(hooks)
         self.max_in_flight = check_max_in_flight(type(self).__name__, max_in_flight, self.hooks)
@@ -185,7 +186,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         if state is _OPEN:  # the common case first: identity checks only
             # (a failed lane is not a stop: a MonitoredSession's next run() recovers first)
             return self._coord.should_stop() and not (  # type: ignore[union-attr]  # OPEN: it exists
-                self._RECOVERS and self._held_recoverable() is not None
+                self._recovers and self._held_recoverable() is not None
             )
         return state is not State.NEW  # nothing asked to stop yet (TensorFlow's is made open)
 
@@ -247,7 +248,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         self._busy = True
         inside = STEPS_SET((*STEPS_GET(), self))
         try:
-            if self._RECOVERS:
+            if self._recovers:
                 return await self._with_recovery(self._call_step_fn, step_fn)
             return await self._call_step_fn(step_fn)
         finally:

@@ -75,7 +75,7 @@ class Running(SessionAttributes):
             self._state is _OPEN and not self._busy
             and (feed_dict is None or type(feed_dict) is dict) and options is None
             and stats.steps + 1 < stats.next_sample
-            and not (self._RECOVERS and (self._lane.renew or self._coord.should_stop()))  # type: ignore[union-attr]
+            and not (self._recovers and (self._lane.renew or self._coord.should_stop()))  # type: ignore[union-attr]
         )
         if not plain:
             if self._state is not _OPEN or self._busy:
@@ -85,13 +85,14 @@ class Running(SessionAttributes):
         self._busy = True
         inside = STEPS_SET((*STEPS_GET(), self))
         try:
-            if not plain and self._RECOVERS and (self._lane.renew or self._coord.should_stop()):  # type: ignore[union-attr]
+            if not plain and self._recovers and (self._lane.renew or self._coord.should_stop()):  # type: ignore[union-attr]
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
             try:
                 if not plain:
                     return await self._step(fetches, feed_dict, options, run_metadata)
                 # The step of plain hook calls, here (see the module docstring).
-                raw, local, before, after = self._lane.raw, self._local, self._before, self._after
+                raw, local = self._lane.raw, self._local
+                before, after = self._before, self._after
                 ctx: Any = None  # no hook call, no context
                 if before.calls or after.calls:
                     ctx = SessionRunContext((fetches, feed_dict, None), raw, local.value, self._on_stop)  # type: ignore[union-attr]
@@ -126,7 +127,7 @@ class Running(SessionAttributes):
                     raise
                 return None if shape is None else _nest.pack(shape, values)
             except Exception as exc:
-                if not self._RECOVERS or self._recoverable_cause(exc) is None:
+                if not self._recovers or self._recoverable_cause(exc) is None:
                     raise
                 self._fail_over()
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
