@@ -142,9 +142,9 @@ class SessionAttributes:
     attributes in a full dict, and each read of a step is a probe into a table spread over
     a kilobyte: on a step that waits (its caches cold), slots take a fifth off one plain
     hook's step. Anything else set on a session (a subclass's own attributes) goes to its
-    ``__dict__``. What is read only at entry, on a recovery and at close is grouped:
-    ``_setup`` (fixed by the constructor) and ``_lifetime`` (entering and closing's
-    bookkeeping).
+    ``__dict__``. What is read only at entry, on a retry or a recovery and at close is
+    grouped: ``_setup`` (fixed by the constructor) and ``_lifetime`` (entering and
+    closing's bookkeeping; a step reads from it only whether a close waits for it).
     """
 
     __slots__ = (  # noqa: RUF023  # the ones a step reads first, not sorted
