@@ -313,7 +313,7 @@ def _tasks(baseline: int, n_hooks: int) -> int:
 
 
 def _snapshot(sess: MonitoredSession | SingularMonitoredSession, creator: ScriptedCreator) -> tuple[Any, ...]:
-    raw = sess._raw
+    raw = sess.raw_session()
     return (
         None if raw is None else raw.name,
         _counter(sess),

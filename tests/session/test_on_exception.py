@@ -281,10 +281,10 @@ async def test_a_duck_typed_hook_with_only_on_exception_is_called() -> None:
 def test_sessions_whose_hooks_lack_on_exception_wrap_nothing() -> None:
     """No hook has on_exception: nothing is planned for it and begin runs unwrapped."""
     sess = MonitoredSession(ScriptedCreator(), [Exits(), StopAtStepHook(last_step=3)])
-    assert [call.name for call in sess._exits._calls] == ["exits"]
+    assert [call.name for call in sess._setup.exits._calls] == ["exits"]
     bare = MonitoredSession(ScriptedCreator(), [StopAtStepHook(last_step=3)])
-    assert bare._exits._calls == ()
-    assert bare._begin is bare._stats.plan("begin")
+    assert bare._setup.exits._calls == ()
+    assert bare._setup.begin is bare._stats.plan("begin")
 
 
 async def test_sequential_forwards_on_exception_to_every_member() -> None:

@@ -53,7 +53,7 @@ async def test_run_context_is_shared_and_carries_caller_args() -> None:
     options = RunOptions(tags={"t": 1})
     async with MonitoredSession(creator(), hooks) as sess:
         await sess.run(["a"], {"f": 1}, options)
-        raw = sess._raw
+        raw = sess.raw_session()
     contexts = {id(h.calls[i].args["run_context"]) for h in hooks for i in (2, 3)}
     assert len(contexts) == 1
     ctx = hooks[0].calls[2].args["run_context"]
@@ -470,7 +470,7 @@ async def test_singular_raw_session_is_none_after_close() -> None:
 async def test_hooks_with_no_overridden_methods_cost_nothing() -> None:
     """A plain SessionRunHook is accepted and never called."""
     async with MonitoredSession(creator(), [SessionRunHook()]) as sess:
-        assert sess._hooked is False
+        assert not (sess._before.calls or sess._after.calls)
         assert await sess.run("a") == 1
 
 

@@ -6,14 +6,15 @@ import itertools
 
 import pytest
 
-from hookrun._session._state import ALLOWS, CLOSABLE, STEPPABLE, TRANSITIONS, State, move
+from hookrun._session._state import ALLOWS, CLOSABLE, OPENED, STEPPABLE, TRANSITIONS, State, move
 
 
 def test_every_state_has_its_changes_and_what_it_allows_listed() -> None:
-    """Every state is in both tables; only an open session steps (recovery is a lane's, not a state)."""
+    """Every state is in both tables; only an open session steps, and a lane recovers in an
+    open session, a stop requested or not (recovery is a lane's, not a state)."""
     assert set(TRANSITIONS) == set(State) == set(ALLOWS)
     assert {State.OPEN} == STEPPABLE
-    assert {state for state, allowed in ALLOWS.items() if "recover" in allowed} == {State.OPEN}
+    assert {state for state, allowed in ALLOWS.items() if "recover" in allowed} == {State.OPEN, State.STOPPED} == OPENED
 
 
 @pytest.mark.parametrize(("current", "new"), list(itertools.product(State, State)))
@@ -28,4 +29,10 @@ def test_move_allows_only_the_listed_changes(current: State, new: State) -> None
 def test_closed_is_final_and_every_state_but_new_closes() -> None:
     assert TRANSITIONS[State.CLOSED] == frozenset()
     assert {state for state, changes in TRANSITIONS.items() if State.CLOSED in changes} == CLOSABLE
-    assert STEPPABLE | {State.ENTERING} == CLOSABLE
+    assert OPENED | {State.ENTERING} == CLOSABLE
+
+
+def test_a_stop_request_is_a_state_left_only_by_closing() -> None:
+    """A hook's stop request moves an open session to STOPPED, sticky: only a close follows."""
+    assert TRANSITIONS[State.OPEN] == {State.STOPPED, State.CLOSED}
+    assert TRANSITIONS[State.STOPPED] == {State.CLOSED}

@@ -103,7 +103,7 @@ class InFlight:
     def check_open(self, what: str) -> None:
         """Refuse a step, saying why, unless the session is open and no stop was requested."""
         s = self.s
-        if s._state is not State.OPEN or s._hook_stop:
+        if s._state is not State.OPEN:
             refuse_step(s, s._state, what)
 
     # -- lanes ------------------------------------------------------------------------------
@@ -176,8 +176,8 @@ class InFlight:
             self._next = None  # nothing in flight: the next number comes from the counter
             s = self.s
             s._busy = False
-            if s._step_done is not None:
-                s._step_done.set()
+            if s._lifetime.step_done is not None:
+                s._lifetime.step_done.set()
 
     def fail_others(self, origin: Step, error: BaseException) -> None:
         """A non-recoverable error: cancel every other step in flight (unless ``origin`` was
@@ -201,12 +201,12 @@ class InFlight:
                 step.scope.cancel()
         if not self.steps:
             return
-        s._step_done = done = anyio.Event()
+        s._lifetime.step_done = done = anyio.Event()
         try:
-            with anyio.move_on_after(2 * s._grace + 1.0, shield=True):
+            with anyio.move_on_after(2 * s._setup.grace + 1.0, shield=True):
                 await done.wait()  # set by the last step's end
         finally:
-            s._step_done = None
+            s._lifetime.step_done = None
 
     def cancelled_error(self, step: Step) -> RuntimeError:
         assert step.cause is not None
@@ -227,7 +227,7 @@ class InFlight:
         held = coord.exception if coord is not None and coord.should_stop() else None
         if not lane.renew and not (held is not None and s._is_recoverable(held)):
             return budget
-        budget = budget or s._retry.budget()
+        budget = budget or s._setup.retry.budget()
         if lane.renew:
             await self.sessions.create(lane, budget)
         else:
@@ -254,7 +254,7 @@ class InFlight:
                 self.check_cause(step)
                 if self._resume is not None:  # held while this step waited for the lock
                     continue
-                if s._state is not State.OPEN or s._hook_stop:
+                if s._state is not State.OPEN:
                     return False
                 if self._next is None:
                     local = s._local
@@ -316,7 +316,7 @@ class InFlight:
         if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
             return Rescope(failed, budget)  # nothing more can wait under that scope
         step.leave_contexts(failed)  # the attempt is over; the re-run enters them anew
-        budget = budget or s._retry.budget()
+        budget = budget or s._setup.retry.budget()
         if not await self._recover(step, failed, budget):
             self.fail_others(step, failed)
             raise failed

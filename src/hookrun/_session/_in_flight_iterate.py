@@ -416,7 +416,7 @@ class _Pipeline(StepIterator):
     async def _wait_out(self) -> None:
         """Wait for the steps ``_cancel`` cancelled and the admission under way to end
         (shielded, bounded)."""
-        grace = self._engine.s._grace
+        grace = self._engine.s._setup.grace
         with anyio.move_on_after(2 * grace + 1.0, shield=True):
             while self._admitting or any(not slot.done for slot in self._pending):
                 await self._sleep()

@@ -42,7 +42,7 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
                     if not (s._recovers and s._is_recoverable(exc)) or s._state is State.CLOSED:
                         self.fail_others(step, exc)
                         raise
-                    budget = budget or s._retry.budget()
+                    budget = budget or s._setup.retry.budget()
                     if not await self.sessions.recover(step.lane, exc, budget):
                         self.fail_others(step, exc)
                         raise

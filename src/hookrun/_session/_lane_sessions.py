@@ -74,7 +74,7 @@ class LaneSessions:
         self.coord: Coordinator | None = None
         more = getattr(creator, "create_lane_session", None)
         self._create_more: Callable[[], Awaitable[Any]] = (
-            creator_function(more) if more is not None else session._create_session
+            creator_function(more) if more is not None else session._setup.create_session
         )
         #: ``create_lane_session(lane)``, told which lane (a restoring creator restores that
         #: lane's own session state); ``None``: it takes no argument, or there is none.
@@ -111,7 +111,7 @@ class LaneSessions:
         # One lane: every session is the whole session's (a restoring creator restores the
         # step counter and the hooks too, as TensorFlow's recovery does); several: only the first.
         if len(self.lanes) == 1 or (s._stats.sessions_created == 0 and lane.index == 0):
-            raw = await s._create_session()
+            raw = await s._setup.create_session()
         elif self._create_lane is not None:
             raw = await call_factory(functools.partial(self._create_lane, lane.index))
         else:
@@ -120,8 +120,7 @@ class LaneSessions:
             check_session(raw)
             if self.coord is None:
                 coord = Coordinator(step_counter=s._counter)
-                assert s._tg is not None
-                await open_hosted(coord, s._tg)
+                await open_hosted(coord, s._task_group())
                 self.coord = coord
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -132,7 +131,7 @@ class LaneSessions:
         lane.renew = False
         self._publish()
         try:
-            plan = s._after_create
+            plan = s._setup.after_create
             if plan.calls:
                 async with self.lock:
                     # A step's fatal error cancels a re-creation: its lock may be handed over
@@ -220,14 +219,14 @@ class LaneSessions:
         """Close ``raw``, ``lane``'s session (shielded, bounded by the grace period): its error."""
         s = self.s
         failures: list[BaseException] = []
-        with anyio.move_on_after(2 * s._grace + 1.0, shield=True) as scope:
+        with anyio.move_on_after(2 * s._setup.grace + 1.0, shield=True) as scope:
             try:
                 await _aclose(raw)
             except Exception as exc:
                 failures.append(exc)
         if scope.cancelled_caught:
             log_warning("closing the session%s took longer than stop_grace_period=%ss; gave up waiting",
-                        self._of(lane), s._grace, step=s._step_now())
+                        self._of(lane), s._setup.grace, step=s._step_now())
         return failures
 
     async def close_all(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
@@ -237,15 +236,15 @@ class LaneSessions:
         failures: list[BaseException] = []
         coord, self.coord = self.coord, None
         if coord is not None:
-            with anyio.move_on_after(2 * s._grace + 1.0, shield=True) as scope:
+            with anyio.move_on_after(2 * s._setup.grace + 1.0, shield=True) as scope:
                 try:
-                    await close_hosted(coord, s._grace)
+                    await close_hosted(coord, s._setup.grace)
                 except Exception as exc:
                     if not s._left_recoverable(exc):
                         failures.append(exc)
             if scope.cancelled_caught:
                 log_warning("closing the coordinator took longer than stop_grace_period=%ss; gave up waiting",
-                            s._grace, step=s._step_now())
+                            s._setup.grace, step=s._step_now())
         # Every lane lets go of its session first, then each session is closed once (lanes
         # may share one), in lane order: linear in the number of lanes.
         closing: dict[int, tuple[Lane, object]] = {}
@@ -264,10 +263,8 @@ class LaneSessions:
         return failures
 
     def _publish(self) -> None:
-        """The monitored session's own session (the first lane's that has one) and coordinator."""
-        s = self.s
-        lane = next((lane for lane in self.lanes if lane.raw is not None), None)
-        s._raw, s._coord = (None if lane is None else lane.raw), self.coord
+        """The monitored session's coordinator."""
+        self.s._coord = self.coord
 
     async def _close_raw(self, raw: object, lane: Lane) -> None:
         if not any(other.raw is raw for other in self.lanes):

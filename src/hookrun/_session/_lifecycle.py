@@ -1,5 +1,6 @@
 """Entering and closing a monitored session: ``Lifecycle``, a mixin of the session
-(``_monitored.py``; the attributes it reads are declared below, set by the constructor).
+(``_monitored.py``; the attributes it reads are declared in ``_state.py``), and what it
+keeps: ``Setup``, fixed by the constructor, and ``Lifetime``, its bookkeeping.
 
 Entering (``__aenter__``) opens the session's task group, runs every hook's ``begin``
 (once, ever), creates the first session (``_recovering.py``) and moves NEW → ENTERING →
@@ -40,7 +41,7 @@ notes); a close after an error adds them to that error as notes instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,51 +51,79 @@ from .._dispatch._workers import WorkerPool
 from .._errors import CLEAN_STOP_TYPES, SessionClosedError
 from .._inside import inside_error, inside_step
 from .._log import log_warning
+from ._exits import ExitHooks
 from ._retry import flush_retry_log
 from ._serving import claim_hooks
 from ._state import CLOSABLE as _CLOSABLE
-from ._state import State, move
+from ._state import OPENED as _OPENED
+from ._state import SessionAttributes, State, move
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from .._coordinator._tasks import Coordinator
-    from .._dispatch._dispatcher import Dispatcher
     from .._dispatch._plan import PhasePlan
     from .._observe._statistics import Collector
-    from ._exits import ExitHooks
-    from ._lane_sessions import LaneSessions
     from ._retry import RetryPolicy
 
-__all__ = ["Lifecycle"]
+__all__ = ["Lifecycle", "Lifetime", "Setup"]
 
 
 T = TypeVar("T")
 
 
-class Lifecycle:
-    """Entering and closing of a monitored session (a mixin: the attributes below are its)."""
+class Setup:
+    """What the constructor fixed for entering, recovering and closing a monitored session:
+    read at entry, on a retry or a recovery and at close, never by a step that goes well."""
 
-    _state: State
-    _tg: TaskGroup | None
-    _dispatcher: Dispatcher
-    _begin: PhasePlan
-    _end: PhasePlan
-    _exits: ExitHooks
-    _retry: RetryPolicy
-    _raw: Any
-    _coord: Coordinator | None
-    _sessions: LaneSessions
-    _grace: float
-    _stats: Collector
-    _busy: bool
-    _step_done: anyio.Event | None
-    _closing: anyio.Event | None
-    _ending: anyio.CancelScope | None
+    __slots__ = ("after_create", "begin", "create_session", "end", "exits", "grace", "recoverable", "retry", "retry_on")
 
-    _recovers: bool
-    _is_recoverable: Callable[[BaseException], bool]  # Recovering's
-    _step_now: Callable[[], int | None]  # the session's (_monitored.py)
+    def __init__(
+        self,
+        create_session: Callable[[], Awaitable[Any]],
+        stats: Collector,
+        *,
+        grace: float,
+        retry: RetryPolicy,
+        recoverable: tuple[type[BaseException], ...],
+        retry_on: tuple[type[BaseException], ...],
+    ) -> None:
+        #: Makes the first lane's raw session (``_lane_sessions.py``).
+        self.create_session = create_session
+        #: ``stop_grace_period``: how long a close waits for what it closes.
+        self.grace = grace
+        self.retry = retry
+        #: The errors that re-create a session (a ``MonitoredSession``'s).
+        self.recoverable = recoverable
+        #: Errors of the raw run retried on the same session (``_stepping.run_retrying``).
+        self.retry_on = retry_on
+        self.after_create: PhasePlan = stats.plan("after_create_session")
+        self.end: PhasePlan = stats.plan("end")
+        #: The hooks' ``on_exception`` on an exit that does not end them (``_exits.py``).
+        self.exits = ExitHooks(stats.plan("on_exception"), grace)
+        #: ``begin``, each call marking its hook as started for ``exits``.
+        self.begin: PhasePlan = self.exits.watch_begin(stats.plan("begin"))
+
+
+class Lifetime:
+    """What entering and closing a monitored session keep between them, and what a close
+    waits on."""
+
+    __slots__ = ("closing", "ending", "step_done", "tg")
+
+    def __init__(self) -> None:
+        #: The session's task group, from entry to the end of the close.
+        self.tg: TaskGroup | None = None
+        #: Set by a clean close from another task that waits for the running step (or the
+        #: steps in flight) to end; the step's end sets it.
+        self.step_done: anyio.Event | None = None
+        #: Set once a close is done; None until one starts.
+        self.closing: anyio.Event | None = None
+        #: The scope of the hooks' end while a close runs it.
+        self.ending: anyio.CancelScope | None = None
+
+
+class Lifecycle(SessionAttributes):
+    """Entering and closing of a monitored session (a mixin of it)."""
 
     def __enter__(self) -> None:
         raise TypeError(f"{type(self).__name__} is an async context manager: use 'async with', not 'with'")
@@ -108,12 +137,13 @@ class Lifecycle:
             raise RuntimeError(f"{type(self).__name__} can be entered only once (it is {self._state.value})")
         claim_hooks(self)  # a hook that another open session serves is refused, before any begin
         self._state = move(self._state, State.ENTERING)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        setup = self._setup
+        tg = self._lifetime.tg = anyio.create_task_group()
+        await tg.__aenter__()
         try:
-            await self._dispatcher.run(self._begin, [()] * len(self._begin.calls))
+            await self._dispatcher.run(setup.begin, [()] * len(setup.begin.calls))
             if self._state is State.ENTERING:  # not closed by another task meanwhile
-                await self._sessions.create_all(self._retry.budget())
+                await self._sessions.create_all(setup.retry.budget())
             if self._state is State.CLOSED:  # another task closed it: close what was created since
                 await self._close_current(raise_errors=False)
                 raise SessionClosedError(f"{type(self).__name__} was closed while it was being entered")
@@ -149,7 +179,7 @@ class Lifecycle:
         try:
             await self._close(call_end=call_end, error=error)
             if error is not None:  # another task closed it without ending: tell the hooks of this error
-                await self._exits.settle(None, ending=False, exception=error, step=self._step_now())
+                await self._setup.exits.settle(None, ending=False, exception=error, step=self._step_now())
         except BaseException:
             await self._stop_other_close()
             raise
@@ -161,27 +191,29 @@ class Lifecycle:
         under way: stop that close's ``end`` (its hooks are cancelled, in their own tasks)
         and wait, shielded and bounded, for it to close the rest, so the task group is torn
         down under nothing. That ``aclose()`` raises ``SessionClosedError``."""
-        closing = self._closing
+        lifetime, grace = self._lifetime, self._setup.grace
+        closing = lifetime.closing
         if closing is None or closing.is_set():
             return
-        if self._ending is not None:
-            self._ending.cancel()
-        with anyio.move_on_after(2 * self._grace + 1.0, shield=True):
+        if lifetime.ending is not None:
+            lifetime.ending.cancel()
+        with anyio.move_on_after(2 * grace + 1.0, shield=True):
             await closing.wait()
         if not closing.is_set():
             log_warning(
                 "the close under way in another task took longer than stop_grace_period=%ss "
-                "to stop; gave up waiting", self._grace, step=self._step_now(),
+                "to stop; gave up waiting", grace, step=self._step_now(),
             )
 
     async def _close(self, *, call_end: bool, error: BaseException | None) -> None:
-        """Close for good, or wait for the close another task has under way (``_closing``,
-        set once it is done); nothing when never entered or already closed."""
+        """Close for good, or wait for the close another task has under way (its
+        ``closing``, set once it is done); nothing when never entered or already closed."""
+        lifetime = self._lifetime
         if self._state not in _CLOSABLE:
-            if self._closing is not None:
-                await self._closing.wait()
+            if lifetime.closing is not None:
+                await lifetime.closing.wait()
             return
-        self._closing = closing = anyio.Event()
+        lifetime.closing = closing = anyio.Event()
         try:
             await self._close_now(call_end=call_end, error=error)
         finally:
@@ -196,14 +228,15 @@ class Lifecycle:
         failures: list[BaseException] = []
         interrupted: BaseException | None = None
         # Leaving the block cancels ``ending`` when this close runs in another task.
-        ending = self._ending = anyio.CancelScope()
+        lifetime = self._lifetime
+        ending = lifetime.ending = anyio.CancelScope()
         try:
             with ending:
                 call_end = await self._end_hooks(was, call_end, failures, error)
         except BaseException as exc:  # cancelled while waiting or ending: still close, then propagate
             interrupted, call_end = exc, False
         finally:
-            self._ending = None
+            lifetime.ending = None
         left = ending.cancelled_caught and not failures  # end done, with errors, before the cut: raise those
         cut = None if not left else SessionClosedError(
             f"the 'async with' block of {type(self).__name__} was left (cancelled) while aclose() "
@@ -212,9 +245,11 @@ class Lifecycle:
         if interrupted is not None or cut is not None:  # the hooks hear why, unless their end began
             if self._busy:
                 await self._abandon_steps(interrupted or cut)
-            await self._exits.settle(self._raw, ending=False, exception=interrupted or cut, step=self._step_now())
+            await self._setup.exits.settle(
+                self.raw_session(), ending=False, exception=interrupted or cut, step=self._step_now()
+            )
         failures += await self._close_current(raise_errors=call_end and interrupted is None and not left)
-        flush_retry_log(self._retry)  # the retries still counted are written when the session closes
+        flush_retry_log(self._setup.retry)  # the retries still counted are written when the session closes
         if interrupted is not None:
             raise interrupted
         if cut is not None:
@@ -232,7 +267,7 @@ class Lifecycle:
         """Cancel the steps in flight and wait for them to end (shielded, bounded by the grace
         period), so that no hook call runs beside ``on_exception`` (``InFlight.abandon``).
         One step at a time runs in its caller's task, which this cannot cancel: nothing to do."""
-        engine = getattr(self, "_in_flight", None)
+        engine = self._in_flight
         if engine is not None:
             await engine.abandon(why)
 
@@ -241,17 +276,19 @@ class Lifecycle:
     ) -> bool:
         """Wait for a step running in another task, then every hook's ``end`` (its errors go
         to ``failures``); whether ``end`` was called."""
-        if call_end and was is State.OPEN and self._busy and not all(lane.renew for lane in self._sessions.lanes):
+        if call_end and was in _OPENED and self._busy and not all(lane.renew for lane in self._sessions.lanes):
             # A step runs in another task (no new one starts: the state is CLOSED): end and
             # close after it, never under it. Cancelled while waiting: close without end.
             # Not for steps renewing their lanes: they stop at the close (a wait to retry is
             # cut short, a session created after it is closed at once).
-            self._step_done = anyio.Event()
+            lifetime = self._lifetime
+            lifetime.step_done = done = anyio.Event()
             try:
-                await self._step_done.wait()  # set by the step's end (``run``, ``run_step_fn``)
+                await done.wait()  # set by the step's end (``run``, ``run_step_fn``)
             finally:
-                self._step_done = None
-        if call_end and self._raw is None:
+                lifetime.step_done = None
+        raw = self.raw_session()
+        if call_end and raw is None:
             # No session to end with (re-creating it failed, or it is being created in
             # another task): ``end`` never receives None.
             broken = self._sessions.broken()
@@ -262,8 +299,9 @@ class Lifecycle:
             log_warning("closing without a session (%s); the hooks' end is not called", why, step=self._step_now())
             call_end = False
         # Every hook either ends or hears why not: ``on_exception``, shielded (``_exits.py``).
-        await self._exits.settle(self._raw, ending=call_end, exception=error or self._sessions.broken(), step=self._step_now())
-        if not call_end or not self._end.calls:
+        end = self._setup.end
+        await self._setup.exits.settle(raw, ending=call_end, exception=error or self._sessions.broken(), step=self._step_now())
+        if not call_end or not end.calls:
             return call_end
         # The phase's workers run in a task group of this task, not the session's: the
         # block, when it is cancelled, cancels the session's group's tasks too, even under
@@ -273,7 +311,7 @@ class Lifecycle:
         try:
             async with anyio.create_task_group() as tg:
                 try:
-                    await self._dispatcher.run(self._end, [(self._raw,)] * len(self._end.calls), pool=WorkerPool(lambda: tg))
+                    await self._dispatcher.run(end, [(raw,)] * len(end.calls), pool=WorkerPool(lambda: tg))
                 except Exception as exc:
                     failures.append(exc)
                 except BaseException as exc:
@@ -302,7 +340,8 @@ class Lifecycle:
         return True
 
     async def _exit_task_group(self) -> None:
-        tg, self._tg = self._tg, None
+        lifetime = self._lifetime
+        tg, lifetime.tg = lifetime.tg, None
         self._dispatcher.reset_pool()
         if tg is not None:
             # Nothing of ours runs there any more; the group's exit waits for its tasks
@@ -311,6 +350,7 @@ class Lifecycle:
             await tg.__aexit__(None, None, None)
 
     def _task_group(self) -> TaskGroup:
-        if self._tg is None:
+        tg = self._lifetime.tg
+        if tg is None:
             raise SessionClosedError(f"{type(self).__name__} is not open")
-        return self._tg
+        return tg

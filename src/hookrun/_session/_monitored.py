@@ -7,13 +7,15 @@ owning one raw session from creation to close, and its one coordinator) and, wit
 ``max_in_flight > 1``, the steps-in-flight engine its entry points go to
 (``_in_flight*.py``); its mixins are entering and closing (``_lifecycle.py``),
 recovering a lane (``_recovering.py``), ``run`` (``_run.py``) and the steps of one lane
-at a time (``_stepping.py``). The states (NEW, ENTERING, OPEN, CLOSED), what
+at a time (``_stepping.py``). The states (NEW, ENTERING, OPEN, STOPPED, CLOSED), what
 each allows and which changes exist are tabled in ``_state.py``, whose ``move`` makes
-every change; ``_lifecycle.py`` makes them all.
+every change; ``_lifecycle.py`` makes them all but a hook's stop request, OPEN →
+STOPPED (``_set_hook_stop``, here).
 
-Orthogonal to the state: ``_busy`` (a step is running; a clean close from another
-task waits for it, on ``_step_done``) and ``_hook_stop`` (a hook requested stop:
-sticky). ``_admit`` is the one check of ``run``, ``iterate`` and ``run_step_fn``.
+Orthogonal to the state: ``_busy`` (a step is running; a clean close from another task
+waits for it, on ``_lifetime.step_done``). ``_admit`` is the one check of ``run``, ``iterate``
+and ``run_step_fn``. What a session carries is declared once, in ``_state.py``
+(``SessionAttributes``).
 
 Invariants: begin runs once; every created session and coordinator is closed
 exactly once; after_run runs only after a successful session run; a hook stop
@@ -24,17 +26,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    import anyio
-    from anyio.abc import TaskGroup
-
     from ._raw import SessionCreatorLike
 
-from .._coordinator._tasks import Coordinator
 from .._dispatch._dispatcher import Dispatcher
-from .._dispatch._merge import FetchLayout
 from .._dispatch._overrides import hook_list
 from .._dispatch._plan import hook_name
 from .._errors import RECOVERABLE_TYPES, SessionClosedError
@@ -50,19 +47,18 @@ from .._validate import (
     refuse_awaitable,
 )
 from ._checks import check_step_fn
-from ._exits import ExitHooks
 from ._factories import creator_function
 from ._in_flight_iterate import InFlightIterator
 from ._in_flight_setup import check_max_in_flight, in_flight_engine, with_occupancy
 from ._in_flight_step_fn import run_step_fn as in_flight_step_fn
 from ._iterate import StepIterator, check_feeds
 from ._lane_sessions import LaneSessions
-from ._lifecycle import Lifecycle
+from ._lifecycle import Lifecycle, Lifetime, Setup
 from ._recovering import Recovering
 from ._retry import RetryPolicy
 from ._run import Running, plain_steps
-from ._state import STEPPABLE as _STEPPABLE
-from ._state import State, refuse_step
+from ._state import OPENED as _OPENED
+from ._state import State, move, refuse_step
 from ._step_fn_context import StepContext
 from ._stepping import Stepping, step_context_hooks
 
@@ -75,25 +71,8 @@ _OPEN = State.OPEN  # read on every step: a module global is cheaper than an enu
 
 
 class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
-    #: Whether recoverable errors re-create the session (MonitoredSession) or propagate.
-    _RECOVERS: ClassVar[bool] = False
-
-    # The session's state lives in slots, the ones a step reads first side by side, so that
-    # they share a few cache lines. Past about 30 attributes CPython keeps an instance's
-    # attributes in a full dict, and each read of a step is a probe into a table spread over
-    # a kilobyte: on a step that waits (its caches cold), slots take a fifth off one plain
-    # hook's step. Anything else set on a session (a subclass's own attributes, the ``run``
-    # a session of plain hooks or steps in flight install) goes to its ``__dict__``.
-    __slots__ = (  # noqa: RUF023  # the ones a step reads first, not sorted
-        # read by every step, in about this order
-        "_state", "_busy", "_hook_stop", "_plain", "_recovers", "_stats", "_step", "_coord", "_raw",
-        "_local", "_on_stop", "_before", "_after", "_step_done", "_counter", "_layout",
-        "_time_before_run",
-        # the rest (the public ``hooks`` and ``max_in_flight`` stay plain attributes)
-        "_create_session", "_grace", "_retry", "_recoverable", "_retry_on",
-        "_dispatcher", "_begin", "_after_create", "_end", "_exits", "_hooked", "_step_hooks",
-        "_inner_step", "_closing", "_ending", "_tg", "_lane", "_sessions", "_in_flight",
-    )
+    # Every attribute is a slot of ``SessionAttributes`` (``_state.py``), but the public
+    # ``hooks`` and ``max_in_flight``.
 
     def __init__(
         self,
@@ -110,59 +89,38 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         max_in_flight: int = 1,
     ) -> None:
         self._recovers = self._RECOVERS
-        self._create_session = creator_function(session_creator)
+        create_session = creator_function(session_creator)
         self.hooks = hook_list(hooks)
         self.max_in_flight = check_max_in_flight(type(self).__name__, max_in_flight, self.hooks)
         check_seconds("stop_grace_period", stop_grace_period, allow_zero=True)
         if hook_timeout is not None:
             check_seconds("hook_timeout", hook_timeout, allow_zero=False)
-        self._grace = float(stop_grace_period)
         self._counter = check_step_counter(step_counter)
         self._local = self._counter if type(self._counter) is LocalStepCounter else None
-        self._retry = retry if retry is not None else RetryPolicy()
-        if not isinstance(self._retry, RetryPolicy):
+        retry = retry if retry is not None else RetryPolicy()
+        if not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a hookrun.RetryPolicy, got {type(retry).__name__}")
-        self._recoverable = RECOVERABLE_TYPES + exception_types(recoverable)
-        #: Errors of the raw run retried on the same session (``_stepping.run_retrying``).
-        self._retry_on = exception_types(retry_on, "retry_on")
+        recoverable = RECOVERABLE_TYPES + exception_types(recoverable)
+        retry_on = exception_types(retry_on, "retry_on")
         self._dispatcher = Dispatcher(self.hooks, hook_timeout=hook_timeout, task_group=self._task_group)
         plans = self._dispatcher.plans
         self._stats = Collector(plans, statistics_options(statistics))
-        self._begin, self._after_create = self._stats.plan("begin"), self._stats.plan("after_create_session")
-        self._before, self._after, self._end = plans["before_run"], plans["after_run"], self._stats.plan("end")
-        #: The hooks' ``on_exception`` on an exit that does not end them (``_exits.py``).
-        self._exits = ExitHooks(self._stats.plan("on_exception"), self._grace)
-        self._begin = self._exits.watch_begin(self._begin)
-        self._hooked = bool(self._before.calls or self._after.calls)
-        # A step needs a cancel scope around its phases when a phase has a hook after an async one.
-        step_scoped = self._before.cancellable or self._after.cancellable
-        self._step: Callable[..., Awaitable[Any]] = (
-            self._scoped_step if step_scoped else self._general_step
+        self._before, self._after = plans["before_run"], plans["after_run"]
+        self._setup = Setup(
+            create_session, self._stats, grace=float(stop_grace_period), retry=retry,
+            recoverable=recoverable, retry_on=retry_on,
         )
-        #: Hooks entering a context around every step (``step_context``); none: no cost at all.
+        self._lifetime = Lifetime()
         self._step_hooks = step_context_hooks(self.hooks)
-        if self._step_hooks:
-            self._inner_step, self._step = self._step, self._run_in_step_contexts
-        self._layout: FetchLayout | None = None  # the last step's fetch layout, reused while it fits
-        #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
+        self._step = self._run_in_step_contexts if self._step_hooks else self._step_body()
+        self._layout = None
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
-        #: Whether ``run`` steps itself: every hook call a plain function (``_run.py``).
-        self._plain = max_in_flight == 1 and plain_steps(self)
+        self._plain = max_in_flight == 1 and not retry_on and plain_steps(self)
         self._state = State.NEW
         self._busy = False
-        #: Set by a close that waits for the step running in another task (``_lifecycle.py``).
-        self._step_done: anyio.Event | None = None
-        #: Set once a close is done (``_lifecycle.py``); None until one starts.
-        self._closing: anyio.Event | None = None
-        #: The scope of the hooks' end while a close runs it (``_lifecycle.py``).
-        self._ending: anyio.CancelScope | None = None
-        self._hook_stop = False
-        self._tg: TaskGroup | None = None
-        self._raw: Any = None
-        self._coord: Coordinator | None = None
-        #: The lanes' raw sessions and the one coordinator, at every N (``_lane_sessions.py``).
+        self._coord = None
         self._sessions = LaneSessions(self, session_creator, self.max_in_flight)
-        self._lane = self._sessions.lanes[0]  # the lane a step of one lane at a time runs on
+        self._lane = self._sessions.lanes[0]
         self._on_stop = self._set_hook_stop
         # A creator that restores into the session (ChiefSessionCreator) and a hook that
         # saves it (CheckpointSaverHook) learn its hooks and counter.
@@ -175,7 +133,6 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
                     f"{type(party).__name__}.bind_session returned an awaitable: it is called once, "
                     "synchronously, when the monitored session is constructed; make it a plain method",
                 )
-        #: With steps in flight, the engine the entry points go to (``_in_flight.py``).
         self._in_flight = None if max_in_flight == 1 else in_flight_engine(self, session_creator, max_in_flight)
 
     def __repr__(self) -> str:
@@ -188,7 +145,9 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         """The current raw session (runs on it bypass the hooks), or ``None`` when there is
         none: before ``async with``, once closed, or after re-creating it failed. With
         ``max_in_flight > 1``: the first lane's that has one (also the one ``end`` receives)."""
-        return self._raw
+        if self._in_flight is None:
+            return self._lane.raw
+        return next((lane.raw for lane in self._sessions.lanes if lane.raw is not None), None)
 
     @property
     def step_counter(self) -> StepCounter:
@@ -224,7 +183,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         """True once a hook requested stop, the coordinator stopped, or the session closed
         (False before ``async with``: nothing asked to stop yet)."""
         state = self._state
-        if state is _OPEN and not self._hook_stop:  # the common case first: identity checks only
+        if state is _OPEN:  # the common case first: identity checks only
             # (a failed lane is not a stop: a MonitoredSession's next run() recovers first)
             return self._coord.should_stop() and not (  # type: ignore[union-attr]  # OPEN: it exists
                 self._recovers and self._held_recoverable() is not None
@@ -232,13 +191,15 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         return state is not State.NEW  # nothing asked to stop yet (TensorFlow's is made open)
 
     def _set_hook_stop(self) -> None:
-        self._hook_stop = True
+        """A hook (or a step function) requested stop: sticky; nothing to stop unless open."""
+        if self._state is _OPEN:
+            self._state = move(self._state, State.STOPPED)
 
     def _admit(self, what: str) -> None:
         """The one check before a step starts: refuse it, saying why, unless it may run."""
-        if self._state in _STEPPABLE and not self._busy and not self._hook_stop:
+        if self._state is _OPEN and not self._busy:
             return
-        if self._state in _STEPPABLE and self._busy:
+        if self._state in _OPENED and self._busy:
             if inside_step(self):
                 raise inside_error(self, what)
             raise RuntimeError(
@@ -272,7 +233,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
             self._in_flight.check_entry("iterate()")
             check_feeds(feeds, fetches)
             return InFlightIterator(self._in_flight, fetches, feeds, ordered=ordered)
-        if self._state not in _STEPPABLE or inside_step(self):
+        if self._state not in _OPENED or inside_step(self):  # stopped: it ends at once
             self._admit("iterate()")
         check_feeds(feeds, fetches)
         return StepIterator(self, fetches, feeds, self._set_hook_stop)
@@ -293,13 +254,15 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         finally:
             STEPS_RESET(inside)
             self._busy = False
-            if self._step_done is not None:
-                self._step_done.set()
+            done = self._lifetime.step_done
+            if done is not None:  # a close from another task waits for this step
+                done.set()
 
     async def _call_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
-        if self._raw is None:
+        raw = self._lane.raw
+        if raw is None:
             self._refuse_broken()
-        return await step_fn(StepContext(self, self._raw))
+        return await step_fn(StepContext(self, raw))
 
 
 class MonitoredSession(_MonitoredSessionBase):

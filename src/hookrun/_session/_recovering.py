@@ -1,6 +1,5 @@
 """Recovering a monitored session's one lane: ``Recovering``, a mixin of the session
-(``_monitored.py``; the attributes it reads are declared below, set by the
-constructor). How often and how patiently to retry is ``RetryPolicy`` (``_retry.py``);
+(``_monitored.py``; the attributes it reads are declared in ``_state.py``). How often and how patiently to retry is ``RetryPolicy`` (``_retry.py``);
 the lane's raw session is created, replaced and closed by ``LaneSessions``
 (``_lane_sessions.py``), at every ``max_in_flight``.
 
@@ -23,13 +22,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import SessionClosedError
-from ._state import ALLOWS, State
+from ._state import ALLOWS, OPENED, SessionAttributes, State
 
 if TYPE_CHECKING:
-    from .._coordinator._tasks import Coordinator
-    from ._lane_sessions import LaneSessions
-    from ._lanes import Lane
-    from ._retry import RetryBudget, RetryPolicy
+    from ._retry import RetryBudget
 
 __all__ = ["Recovering"]
 
@@ -37,21 +33,12 @@ __all__ = ["Recovering"]
 T = TypeVar("T")
 
 
-class Recovering:
-    """Recovery of a monitored session's lane (a mixin: the attributes below are its)."""
-
-    _recovers: bool
-    _retry: RetryPolicy
-    _recoverable: tuple[type[BaseException], ...]
-    _state: State
-    _raw: Any
-    _coord: Coordinator | None
-    _lane: Lane
-    _sessions: LaneSessions
+class Recovering(SessionAttributes):
+    """Recovery of a monitored session's lane (a mixin of it)."""
 
     def _fail_over(self) -> None:
         """The lane's session failed with a recoverable error: replace it before the next step."""
-        if self._state is State.OPEN:
+        if self._state in OPENED:  # open (a stop requested or not)
             self._lane.renew = True
 
     async def _recover(self, budget: RetryBudget, cause: BaseException | None) -> bool:
@@ -66,7 +53,7 @@ class Recovering:
         return await self._sessions.recover(self._lane, cause or held, budget, waited=cause is None)
 
     def _is_recoverable(self, exc: BaseException) -> bool:
-        return isinstance(exc, self._recoverable)
+        return isinstance(exc, self._setup.recoverable)
 
     def _held_recoverable(self) -> BaseException | None:
         """A recoverable error a background task recorded in the coordinator, if any."""
@@ -99,7 +86,7 @@ class Recovering:
                         f"{type(self).__name__} was closed while its step failed; the session is not re-created"
                     ) from failed
                 self._fail_over()
-                budget = budget or self._retry.budget()
+                budget = budget or self._setup.retry.budget()
                 if not await self._recover(budget, cause):
                     raise cause from (failed if cause is not failed else None)
                 failed = None
@@ -108,7 +95,7 @@ class Recovering:
                     held = self._held_recoverable()
                     if held is not None and not self._lane.renew:
                         raise held  # recorded by a background task: recover from it, per the policy
-                    budget = budget or self._retry.budget()
+                    budget = budget or self._setup.retry.budget()
                     await self._recover(budget, None)
                 return await attempt(*args)
             except Exception as exc:

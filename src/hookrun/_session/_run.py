@@ -20,8 +20,8 @@ already made. Errors are counted in their phase and a missing fetch is named, as
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 from .._dispatch import _nest
 from .._dispatch._merge import DEFAULT_OPTIONS
@@ -36,18 +36,8 @@ from .._hook_protocol import (
 from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET
 from ._diagnose import note_missing_fetch
 from ._raw import check_values
-from ._state import State
+from ._state import SessionAttributes, State
 from ._stepping import NO_FEEDS
-
-if TYPE_CHECKING:
-    import anyio
-
-    from .._coordinator._tasks import Coordinator
-    from .._dispatch._plan import PhasePlan
-    from .._global_step import LocalStepCounter
-    from .._observe._statistics import Collector
-    from ._in_flight import InFlight
-    from ._lanes import Lane
 
 __all__ = ["Running", "plain_steps"]
 
@@ -57,7 +47,8 @@ _new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level
 
 def plain_steps(session: Any) -> bool:
     """Whether every hook call of ``session``'s steps is a plain function (or it has none),
-    with nothing entered or timed around a step and the session's own step counter."""
+    with nothing entered or timed around a step and the session's own step counter (the
+    constructor adds: one lane, no ``retry_on``)."""
     return bool(
         not session._step_hooks
         and not session._time_before_run
@@ -66,32 +57,8 @@ def plain_steps(session: Any) -> bool:
     )
 
 
-class Running:
-    """``run`` (a mixin of the monitored session: the attributes below are the session's)."""
-
-    _state: State
-    _busy: bool
-    _hook_stop: bool
-    _plain: bool
-    _hooked: bool
-    _recovers: bool
-    _retry_on: tuple[type[BaseException], ...]
-    _coord: Coordinator | None
-    _stats: Collector
-    _raw: Any
-    _lane: Lane
-    _local: LocalStepCounter | None
-    _before: PhasePlan
-    _after: PhasePlan
-    _on_stop: Callable[[], None]
-    _step_done: anyio.Event | None
-    _step: Callable[..., Awaitable[Any]]
-    _in_flight: InFlight | None
-    _general_step: Callable[..., Awaitable[Any]]
-    _recoverable_cause: Callable[[BaseException], BaseException | None]
-    _fail_over: Callable[[], None]
-    _with_recovery: Callable[..., Awaitable[Any]]
-    _admit: Callable[[str], None]
+class Running(SessionAttributes):
+    """``run`` (a mixin of the monitored session)."""
 
     async def run(
         self,
@@ -105,13 +72,13 @@ class Running:
             return await self._in_flight.run(fetches, feed_dict, options, run_metadata)
         stats = self._stats
         plain = self._plain and (  # every hook call a plain function, and the common step
-            self._state is _OPEN and not self._busy and not self._hook_stop
+            self._state is _OPEN and not self._busy
             and (feed_dict is None or type(feed_dict) is dict) and options is None
-            and stats.steps + 1 < stats.next_sample and not self._retry_on
+            and stats.steps + 1 < stats.next_sample
             and not (self._recovers and (self._lane.renew or self._coord.should_stop()))  # type: ignore[union-attr]
         )
         if not plain:
-            if self._state is not _OPEN or self._busy or self._hook_stop:
+            if self._state is not _OPEN or self._busy:
                 self._admit("run()")
             if feed_dict is not None and type(feed_dict) is not dict:
                 check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
@@ -124,14 +91,15 @@ class Running:
                 if not plain:
                     return await self._step(fetches, feed_dict, options, run_metadata)
                 # The step of plain hook calls, here (see the module docstring).
-                raw, local = self._raw, self._local
+                raw, local = self._lane.raw, self._local
+                before, after = self._before, self._after
                 ctx: Any = None  # no hook call, no context
-                if self._hooked:
+                if before.calls or after.calls:
                     ctx = SessionRunContext((fetches, feed_dict, None), raw, local.value, self._on_stop)  # type: ignore[union-attr]
                 metadata = RunMetadata() if run_metadata is None else run_metadata
                 stats.steps += 1
                 try:
-                    asked = call_before(self._before, ctx) if self._before.calls else None
+                    asked = call_before(before, ctx) if before.calls else None
                 except BaseException as exc:
                     stats.failed("before_run", exc)
                     raise
@@ -145,15 +113,15 @@ class Running:
                     try:
                         values = await raw.run(keys, feed_dict or NO_FEEDS, DEFAULT_OPTIONS, metadata)
                     except KeyError as exc:  # a missing fetch: the caller's, as no hook asked for any
-                        note_missing_fetch(exc, fetches, self._before.calls, ())
+                        note_missing_fetch(exc, fetches, before.calls, ())
                         raise
                     if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
                         values = check_values(raw, keys, values)
                     after_step = local.increment_nowait(1)  # type: ignore[union-attr]
                     where = "after_run"
-                    if self._after.calls:
+                    if after.calls:
                         nothing = _new_tuple(SessionRunValues, (None, DEFAULT_OPTIONS, metadata, after_step))
-                        call_after(self._after, ctx, nothing)  # no hook fetched anything
+                        call_after(after, ctx, nothing)  # no hook fetched anything
                 except BaseException as exc:
                     stats.failed(where, exc)
                     raise
@@ -166,5 +134,6 @@ class Running:
         finally:
             STEPS_RESET(inside)
             self._busy = False
-            if self._step_done is not None:  # a close from another task waits for this step
-                self._step_done.set()
+            done = self._lifetime.step_done
+            if done is not None:  # a close from another task waits for this step
+                done.set()

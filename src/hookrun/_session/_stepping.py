@@ -43,12 +43,10 @@ from .._hook_protocol import (
 )
 from ._diagnose import note_missing_fetch
 from ._raw import check_values
+from ._state import SessionAttributes
 
 if TYPE_CHECKING:
-    from .._dispatch._dispatcher import Dispatcher
-    from .._dispatch._plan import Call, PhasePlan
-    from .._global_step import LocalStepCounter, StepCounter
-    from .._observe._statistics import Collector
+    from .._dispatch._plan import Call
     from ._retry import RetryBudget
 
 __all__ = ["Stepping", "step_context_hooks"]
@@ -57,27 +55,13 @@ NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
 _new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level __new__
 
 
-class Stepping:
-    """The step bodies of a monitored session (a mixin: the attributes below are its)."""
+class Stepping(SessionAttributes):
+    """The step bodies of a monitored session (a mixin of it)."""
 
-    _dispatcher: Dispatcher
-    _before: PhasePlan
-    _after: PhasePlan
-    _counter: StepCounter
-    _local: LocalStepCounter | None
-    _raw: Any
-    _time_before_run: bool
-    _layout: FetchLayout | None
-    _on_stop: Callable[[], None]
-    _stats: Collector
-    _retry_on: tuple[type[BaseException], ...]
-
-    _hooked: bool
-    _step_hooks: tuple[Any, ...]
-    _inner_step: Callable[..., Any]
-
-    def _refuse_broken(self) -> None:
-        raise NotImplementedError  # pragma: no cover - the session's
+    def _step_body(self) -> Callable[..., Awaitable[Any]]:
+        """The step inside the hooks' step contexts: scoped when a phase has a hook after an
+        async one (it may need cancelling), else the general step."""
+        return self._scoped_step if self._before.cancellable or self._after.cancellable else self._general_step
 
     async def _run_in_step_contexts(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
@@ -86,7 +70,7 @@ class Stepping:
         """A step inside every ``step_context(run_context, run_metadata)`` the hooks give,
         entered in the calling task before ``before_run`` and left after the step (or its
         error), in reverse order. Only taken when some hook has a ``step_context``."""
-        raw = self._raw
+        raw = self._lane.raw
         if raw is None:
             self._refuse_broken()
         local = self._local
@@ -96,7 +80,7 @@ class Stepping:
         with ExitStack() as stack:
             for hook in self._step_hooks:
                 stack.enter_context(hook.step_context(ctx, metadata))
-            return await self._inner_step(fetches, feed_dict, options, metadata, ctx=ctx)
+            return await self._step_body()(fetches, feed_dict, options, metadata, ctx=ctx)
 
     async def _scoped_step(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
@@ -117,14 +101,14 @@ class Stepping:
         ``ctx``: the step's context, when ``step_context`` hooks or ``run()`` already made
         it; ``asked``: the requests of before_run calls ``run()`` already made, when a hook
         asked for something)."""
-        raw = self._raw
+        raw = self._lane.raw
         if raw is None:
             self._refuse_broken()
         local = self._local
         step: int | None
         if ctx is not None:
             step = ctx.global_step
-        elif self._hooked:
+        elif self._before.calls or self._after.calls:
             step = local.value if local is not None else await step_at_start(self._counter)
             ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
         else:  # no hook call needs the step's context (nor a read of a shared counter)
@@ -168,7 +152,7 @@ class Stepping:
             if sampled:
                 run_started = stats.clock()
             try:  # _raw_run, inlined (as _checked below): a step after a wait pays for every call
-                if merged is DEFAULT_OPTIONS and not self._retry_on:
+                if merged is DEFAULT_OPTIONS and not self._setup.retry_on:
                     values = await raw.run(keys, feeds or NO_FEEDS, merged, metadata)
                 else:
                     values = await _raw_run(self, raw, keys, feeds or NO_FEEDS, merged, metadata)
@@ -255,7 +239,7 @@ def _raw_run(
     layer of its own would cost about 0.1 us a step); the step checks the values it
     returns: one per key (``_checked``). The steps that inline the common case (default
     options, no ``retry_on``) call ``raw.run`` themselves and this otherwise."""
-    if session._retry_on:
+    if session._setup.retry_on:
         return run_retrying(session, raw, keys, feeds, options, metadata)
     if options is DEFAULT_OPTIONS:
         return raw.run(keys, feeds, options, metadata)  # type: ignore[no-any-return]
@@ -276,10 +260,10 @@ async def run_retrying(
             if options is DEFAULT_OPTIONS:
                 return await raw.run(keys, feeds, options, metadata)
             return await _run_with_options(raw, keys, feeds, options, metadata)
-        except session._retry_on as exc:
+        except session._setup.retry_on as exc:
             if isinstance(exc, CLEAN_STOP_TYPES):
                 raise
-            budget = budget or session._retry.budget()
+            budget = budget or session._setup.retry.budget()
             stats = session._stats
             started = stats.now()
             try:
