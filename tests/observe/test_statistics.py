@@ -312,6 +312,27 @@ async def test_lifecycle_phases_are_counted_exactly() -> None:
     ]
 
 
+class EndFailsPlain(SessionRunHook):
+    def end(self, session: Any) -> None:
+        raise ValueError("end failed")
+
+
+class EndFailsAsync(SessionRunHook):
+    async def end(self, session: Any) -> None:
+        await anyio.lowlevel.checkpoint()
+        raise ValueError("end failed")
+
+
+@pytest.mark.parametrize("hook_type", [EndFailsPlain, EndFailsAsync])
+async def test_a_failing_lifecycle_call_is_counted_timed_and_an_error(hook_type: type[SessionRunHook]) -> None:
+    sess = MonitoredSession(Creator(), [hook_type()])
+    with pytest.raises(ValueError, match="end failed"):
+        async with sess:
+            await sess.run()
+    stats = sess.statistics()
+    assert [(h.phase, h.calls, h.errors, h.latency.count) for h in stats.hooks] == [("end", 1, 1, 1)]
+
+
 async def test_a_hook_timeout_names_the_hook() -> None:
     class Hangs(SessionRunHook):
         async def before_run(self, run_context: Any) -> None:

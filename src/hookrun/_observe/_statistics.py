@@ -399,32 +399,37 @@ class Collector:
 
 def _exact_async(fn: Callable[..., Any], slot: _Slot, clock: Callable[[], float]) -> Callable[..., Any]:
     async def timed(*args: Any) -> Any:
-        started, error = clock(), True
-        try:
-            result = await fn(*args)
-            error = False
-            return result
-        finally:
-            slot.calls += 1
-            slot.errors += error
-            slot.hist.add(clock() - started)
+        with _Exact(slot, clock):
+            return await fn(*args)
 
     return timed
 
 
 def _exact_plain(fn: Callable[..., Any], slot: _Slot, clock: Callable[[], float]) -> Callable[..., Any]:
     def timed(*args: Any) -> Any:
-        started, error = clock(), True
-        try:
-            result = fn(*args)
-            error = False
-            return result
-        finally:
-            slot.calls += 1
-            slot.errors += error
-            slot.hist.add(clock() - started)
+        with _Exact(slot, clock):
+            return fn(*args)
 
     return timed
+
+
+class _Exact:
+    """One lifecycle call, timed into its slot on the spot: counted, an error noted, its
+    duration folded in (the calls are rare: no batching)."""
+
+    __slots__ = ("clock", "slot", "started")
+
+    def __init__(self, slot: _Slot, clock: Callable[[], float]) -> None:
+        self.slot, self.clock = slot, clock
+
+    def __enter__(self) -> None:
+        self.started = self.clock()
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        slot = self.slot
+        slot.calls += 1
+        slot.errors += kind is not None
+        slot.hist.add(self.clock() - self.started)
 
 
 def _code_of(hook: object, phase: str) -> object:

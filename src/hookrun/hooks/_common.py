@@ -7,6 +7,7 @@
 * ``step_counter_of``: the coordinator's step counter, or ``None``.
 * ``check_timer_args``: a hook's seconds/steps pair, named as the hook's caller wrote it.
 * ``check_address``: an address to listen on (an IP address or a host name).
+* ``TRACE_STEP``: what a tracing hook's ``before_run`` returns for a step it wants traced.
 
 Other construction-time checks live in ``hookrun._validate``, shared by every public
 constructor.
@@ -22,11 +23,13 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .._hook_protocol import RunOptions, SessionRunArgs
 from .._log import fields
 from .._log import logger as _logger
 from .._validate import check_int, check_number, check_text
 
 __all__ = [
+    "TRACE_STEP",
     "call_maybe_async",
     "check_address",
     "check_timer_args",
@@ -38,6 +41,10 @@ __all__ = [
 logger = _logger()
 
 __all__ += ["fields"]
+
+#: What a tracing hook's ``before_run`` returns for a step it wants traced: the runtime then
+#: records a ``TimingRecord`` per hook call and for the run in ``run_metadata.timings``.
+TRACE_STEP = SessionRunArgs(options=RunOptions(trace=True))
 
 
 async def call_maybe_async(fn: Callable[..., Any], *args: object) -> Any:

@@ -27,18 +27,16 @@ import anyio
 from .._dispatch._plan import hook_name
 from .._hook_protocol import (
     RunMetadata,
-    RunOptions,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
     TimingRecord,
 )
 from .._validate import check_text
-from ._common import import_optional
+from ._common import TRACE_STEP, import_optional
 
 __all__ = ["OpenTelemetryHook"]
 
-_TRACE = SessionRunArgs(options=RunOptions(trace=True))
 
 
 class OpenTelemetryHook(SessionRunHook):
@@ -89,7 +87,7 @@ class OpenTelemetryHook(SessionRunHook):
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Ask for a trace of the step (the records the child spans are made from)."""
-        return _TRACE
+        return TRACE_STEP
 
     @contextlib.contextmanager
     def step_context(self, run_context: SessionRunContext, run_metadata: RunMetadata) -> Iterator[Any]:

@@ -25,7 +25,6 @@ import anyio
 
 from .._hook_protocol import (
     RunMetadata,
-    RunOptions,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
@@ -34,12 +33,11 @@ from .._hook_protocol import (
 )
 from .._timer import Clock, SecondOrStepTimer
 from .._validate import check_path
-from ._common import check_timer_args, fields, logger
+from ._common import TRACE_STEP, check_timer_args, fields, logger
 from ._due import DueSteps
 
 __all__ = ["ProfilerHook", "chrome_trace"]
 
-_TRACE = SessionRunArgs(options=RunOptions(trace=True))
 
 
 class ProfilerHook(SessionRunHook):
@@ -118,7 +116,7 @@ class ProfilerHook(SessionRunHook):
             due = self._due.due(started, started + 1)
             self._due.expect(run_context, started + 1 if due else None)
         run_context.step_state[self] = due
-        return _TRACE if due else None
+        return TRACE_STEP if due else None
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Start the count after the first run; remember a traced step's metadata (it is

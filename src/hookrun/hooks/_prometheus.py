@@ -24,17 +24,15 @@ import anyio
 
 from .._hook_protocol import (
     RunMetadata,
-    RunOptions,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
 )
 from .._validate import check_int, check_text
-from ._common import check_address, import_optional
+from ._common import TRACE_STEP, check_address, import_optional
 
 __all__ = ["PrometheusHook"]
 
-_TRACE = SessionRunArgs(options=RunOptions(trace=True))
 #: Latency buckets (seconds): 50 us to 60 s.
 DEFAULT_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
 
@@ -148,7 +146,7 @@ class PrometheusHook(SessionRunHook):
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Ask for a trace of the step."""
-        return _TRACE
+        return TRACE_STEP
 
     @contextlib.contextmanager
     def step_context(self, run_context: SessionRunContext, run_metadata: RunMetadata) -> Iterator[None]:

@@ -10,6 +10,7 @@ evaluation) and in a patience of 0 (stopping at the first evaluation).
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import TypedDict
 
 from .._timer import Clock
 from .._validate import check_int
@@ -31,10 +32,22 @@ class _NoImprovementHook(EarlyStoppingHook):
     _tf_walk = True
 
 
-def _check_factory(owner: str, min_steps: object, run_every_secs: object, run_every_steps: object) -> None:
-    """A factory's own arguments, named under the factory's name."""
+class _Schedule(TypedDict):
+    """What every factory hands on to its hook as it got it."""
+
+    min_steps: int
+    run_every_secs: float | None
+    run_every_steps: int | None
+    clock: Clock | None
+
+
+def _schedule(
+    owner: str, min_steps: int, run_every_secs: float | None, run_every_steps: int | None, clock: Clock | None
+) -> _Schedule:
+    """A factory's schedule arguments, checked under the factory's name ``owner``."""
     check_int(f"{owner}: min_steps", min_steps)
     check_timer_args(owner, "run_every_secs", run_every_secs, "run_every_steps", run_every_steps)
+    return _Schedule(min_steps=min_steps, run_every_secs=run_every_secs, run_every_steps=run_every_steps, clock=clock)
 
 
 def stop_if_higher_hook(
@@ -60,16 +73,8 @@ def stop_if_higher_hook(
         clock: A function of no arguments returning seconds. ``None``:
             ``anyio.current_time``.
     """
-    _check_factory("stop_if_higher_hook", min_steps, run_every_secs, run_every_steps)
-    return ThresholdStoppingHook(
-        metric_key,
-        threshold,
-        higher=True,
-        min_steps=min_steps,
-        run_every_secs=run_every_secs,
-        run_every_steps=run_every_steps,
-        clock=clock,
-    )
+    schedule = _schedule("stop_if_higher_hook", min_steps, run_every_secs, run_every_steps, clock)
+    return ThresholdStoppingHook(metric_key, threshold, higher=True, **schedule)
 
 
 def stop_if_lower_hook(
@@ -95,16 +100,8 @@ def stop_if_lower_hook(
         clock: A function of no arguments returning seconds. ``None``:
             ``anyio.current_time``.
     """
-    _check_factory("stop_if_lower_hook", min_steps, run_every_secs, run_every_steps)
-    return ThresholdStoppingHook(
-        metric_key,
-        threshold,
-        higher=False,
-        min_steps=min_steps,
-        run_every_secs=run_every_secs,
-        run_every_steps=run_every_steps,
-        clock=clock,
-    )
+    schedule = _schedule("stop_if_lower_hook", min_steps, run_every_secs, run_every_steps, clock)
+    return ThresholdStoppingHook(metric_key, threshold, higher=False, **schedule)
 
 
 def stop_if_no_increase_hook(
@@ -131,16 +128,8 @@ def stop_if_no_increase_hook(
             ``anyio.current_time``.
     """
     check_int("stop_if_no_increase_hook: max_steps_without_increase", max_steps_without_increase)
-    _check_factory("stop_if_no_increase_hook", min_steps, run_every_secs, run_every_steps)
-    return _NoImprovementHook(
-        metric_key,
-        "max",
-        patience_steps=max_steps_without_increase,
-        min_steps=min_steps,
-        run_every_secs=run_every_secs,
-        run_every_steps=run_every_steps,
-        clock=clock,
-    )
+    schedule = _schedule("stop_if_no_increase_hook", min_steps, run_every_secs, run_every_steps, clock)
+    return _NoImprovementHook(metric_key, "max", patience_steps=max_steps_without_increase, **schedule)
 
 
 def stop_if_no_decrease_hook(
@@ -167,13 +156,5 @@ def stop_if_no_decrease_hook(
             ``anyio.current_time``.
     """
     check_int("stop_if_no_decrease_hook: max_steps_without_decrease", max_steps_without_decrease)
-    _check_factory("stop_if_no_decrease_hook", min_steps, run_every_secs, run_every_steps)
-    return _NoImprovementHook(
-        metric_key,
-        "min",
-        patience_steps=max_steps_without_decrease,
-        min_steps=min_steps,
-        run_every_secs=run_every_secs,
-        run_every_steps=run_every_steps,
-        clock=clock,
-    )
+    schedule = _schedule("stop_if_no_decrease_hook", min_steps, run_every_secs, run_every_steps, clock)
+    return _NoImprovementHook(metric_key, "min", patience_steps=max_steps_without_decrease, **schedule)

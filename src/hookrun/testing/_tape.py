@@ -77,26 +77,16 @@ class Tape:
 
             async def record_async(*args: Any) -> Any:
                 call, args = self._start(hook, phase, args)
-                try:
+                with self._running(call):
                     result = await fn(*args)
-                except BaseException as exc:
-                    self._fail(call, exc)
-                    raise
-                finally:
-                    self.active -= 1
                 return self._finish(call, args, result)
 
             return record_async
 
         def record_sync(*args: Any) -> Any:
             call, args = self._start(hook, phase, args)
-            try:
+            with self._running(call):
                 result = fn(*args)
-            except BaseException as exc:
-                self._fail(call, exc)
-                raise
-            finally:
-                self.active -= 1
             return self._finish(call, args, result)
 
         return record_sync
@@ -134,11 +124,19 @@ class Tape:
             call.run_values = args[1]
         return result
 
-    def _fail(self, call: HookCall, exc: BaseException) -> None:
-        cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
-        call.outcome = "cancelled" if cancelled else "raised"
-        call.error = None if cancelled else exc
-
+    @contextmanager
+    def _running(self, call: HookCall) -> Iterator[None]:
+        """Around the hook's own call (``_start`` counted it in ``active``): how it failed,
+        if it did, is noted on ``call``."""
+        try:
+            yield
+        except BaseException as exc:
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            call.outcome = "cancelled" if cancelled else "raised"
+            call.error = None if cancelled else exc
+            raise
+        finally:
+            self.active -= 1
 
 
 class _Forwarding:
