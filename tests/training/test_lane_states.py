@@ -122,7 +122,8 @@ async def test_a_fresh_run_with_lanes_warns_nothing_about_lane_states(
     checkpoint the entry saves with the first lane is not read back by the others)."""
     with caplog.at_level(logging.WARNING, logger="hookrun"):
         first = await _run(tmp_path, 3, range(9))
-    assert [r.getMessage() for r in caplog.records] == []
+    # Only the warnings about the run's state (a slow hook on a loaded machine is not one).
+    assert [r.getMessage() for r in caplog.records if "slow hook" not in r.getMessage()] == []
     assert sorted(i for worker in first for i in worker.items) == list(range(9))
 
 
