@@ -312,6 +312,11 @@ class InFlight:
             raise failed
         if not self.recovers_from(step, failed):
             self.fail_others(step, failed)
+            if s._state is State.CLOSED and step.cause is None and s._recovers and s._is_recoverable(failed):
+                raise SessionClosedError(
+                    f"{type(s).__name__} was closed while its step failed; the session of lane "
+                    f"{step.lane.index} is not re-created"
+                ) from failed
             raise failed
         if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
             return Rescope(failed, budget)  # nothing more can wait under that scope

@@ -118,6 +118,8 @@ class LaneSessions:
             raw = await self._create_more()
         try:
             check_session(raw)
+            if s._state is State.CLOSED:  # closed by another task meanwhile: no hook sees it
+                raise self._closed_while(lane)
             if self.coord is None:
                 coord = Coordinator(step_counter=s._counter)
                 await open_hosted(coord, s._task_group())
@@ -137,6 +139,8 @@ class LaneSessions:
                     # A step's fatal error cancels a re-creation: its lock may be handed over
                     # just before, and no hook phase starts once the cancellation is known.
                     await anyio.lowlevel.checkpoint_if_cancelled()
+                    if s._state is State.CLOSED:
+                        raise self._closed_while(lane)
                     await s._dispatcher.run(plan, [(raw, coord)] * len(plan.calls))
         except BaseException:
             await self.close_lane(lane, log=True)
@@ -144,10 +148,14 @@ class LaneSessions:
         s._stats.sessions_created += 1
         if s._state is State.CLOSED:  # closed by another task meanwhile: never left open
             await self.close_lane(lane, log=True)
-            what = "was being entered" if self._entering else (
-                "re-created its session" if len(self.lanes) == 1 else f"re-created the session of lane {lane.index}"
-            )
-            raise SessionClosedError(f"{type(s).__name__} was closed while it {what}")
+            raise self._closed_while(lane)
+
+    def _closed_while(self, lane: Lane) -> SessionClosedError:
+        """The error of a session made for ``lane`` while another task closed the monitored one."""
+        what = "was being entered" if self._entering else (
+            "re-created its session" if len(self.lanes) == 1 else f"re-created the session of lane {lane.index}"
+        )
+        return SessionClosedError(f"{type(self.s).__name__} was closed while it {what}")
 
     # -- recovering ------------------------------------------------------------------------
 

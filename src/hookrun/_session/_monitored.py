@@ -229,11 +229,14 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         while the loop body runs, until 2 N results wait to be taken (``aclose()`` stops).
         """
         check_flag("iterate(): ordered", ordered)
+        # Stopped: the iterator ends at once, at every max_in_flight (it admits nothing).
+        refused = self._state not in _OPENED or inside_step(self)
         if self._in_flight is not None:
-            self._in_flight.check_entry("iterate()")
+            if refused:
+                self._in_flight.check_entry("iterate()")
             check_feeds(feeds, fetches)
             return InFlightIterator(self._in_flight, fetches, feeds, ordered=ordered)
-        if self._state not in _OPENED or inside_step(self):  # stopped: it ends at once
+        if refused:
             self._admit("iterate()")
         check_feeds(feeds, fetches)
         return StepIterator(self, fetches, feeds, self._set_hook_stop)
@@ -262,7 +265,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         raw = self._lane.raw
         if raw is None:
             self._refuse_broken()
-        return await step_fn(StepContext(self, raw))
+        return await step_fn(StepContext(self, raw, serial=True))
 
 
 class MonitoredSession(_MonitoredSessionBase):

@@ -1,0 +1,251 @@
+"""One lane and several follow one rule where they used to part: a hooked run of a step
+function after a stop, two hooked runs of one step function at once, ``iterate()`` after a
+stop, a close while a step loses its session, and a close while a lane's session is being
+re-created. Each test runs with one lane and with several."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+import anyio
+import pytest
+
+from hookrun import (
+    MonitoredSession,
+    RetryPolicy,
+    RunAfterStopError,
+    RunMetadata,
+    RunOptions,
+    SessionClosedError,
+    SessionRunContext,
+    SessionRunValues,
+    StepContext,
+    StepSession,
+    UnavailableError,
+)
+from hookrun.hooks import StopAtStepHook
+
+pytestmark = pytest.mark.anyio
+
+NO_WAIT = RetryPolicy(initial_delay=0, max_delay=0)
+LIMIT = 10.0
+
+
+async def _echo(feeds: Mapping[Any, Any]) -> dict[str, Any]:
+    await anyio.sleep(0.001)
+    return {"y": feeds.get("x")}
+
+
+class Phases:
+    """Records each hook phase with its step numbers (safe under overlapping steps)."""
+
+    overlapping_steps = True
+
+    def __init__(self) -> None:
+        self.log: list[tuple[Any, ...]] = []
+
+    async def before_run(self, run_context: SessionRunContext) -> None:
+        self.log.append(("before_run", run_context.global_step))
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        self.log.append(("after_run", run_values.global_step))
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 2])
+async def test_run_with_hooks_after_a_stop_request_is_refused(max_in_flight: int) -> None:
+    async with MonitoredSession(lambda: StepSession(_echo), max_in_flight=max_in_flight) as sess:
+
+        async def step_fn(ctx: StepContext) -> Any:
+            ctx.request_stop()
+            return await ctx.run_with_hooks("y", {"x": 1})
+
+        with anyio.fail_after(LIMIT), pytest.raises(RunAfterStopError, match="run_with_hooks"):
+            await sess.run_step_fn(step_fn)
+        assert await sess.step_counter.get() == 0
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 2])
+async def test_a_hook_stop_refuses_the_next_run_with_hooks_of_the_same_step_function(max_in_flight: int) -> None:
+    """``StopAtStepHook(last_step=1)`` never lets a step function make a second step."""
+    hook = Phases()
+    async with MonitoredSession(
+        lambda: StepSession(_echo), [StopAtStepHook(last_step=1), hook], max_in_flight=max_in_flight,
+    ) as sess:
+
+        async def step_fn(ctx: StepContext) -> Any:
+            first = await ctx.run_with_hooks("y", {"x": 1})
+            return first, await ctx.run_with_hooks("y", {"x": 2})
+
+        with anyio.fail_after(LIMIT), pytest.raises(RunAfterStopError):
+            await sess.run_step_fn(step_fn)
+        assert await sess.step_counter.get() == 1
+    assert hook.log == [("before_run", 0), ("after_run", 1)]
+
+
+async def test_two_hooked_runs_of_one_step_function_at_once_are_refused_with_one_lane() -> None:
+    """With one lane a step function's hooked runs are steps of the one lane, one at a time:
+    a second one while the first is under way is refused (as a second ``run()`` is), never
+    overlapped under hooks that did not declare ``overlapping_steps``."""
+    hook = Phases()
+    release = anyio.Event()
+
+    async def slow(feeds: Mapping[Any, Any]) -> dict[str, Any]:
+        await release.wait()
+        return {"y": feeds["x"]}
+
+    async with MonitoredSession(lambda: StepSession(slow), [hook]) as sess:
+
+        async def release_once_blocked() -> None:
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+
+        async def step_fn(ctx: StepContext) -> Any:
+            refused: BaseException | None = None
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ctx.run_with_hooks, "y", {"x": 1})
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(release_once_blocked)
+                try:
+                    await ctx.run_with_hooks("y", {"x": 2})
+                except RuntimeError as exc:
+                    refused = exc
+            return refused
+
+        with anyio.fail_after(LIMIT):
+            refused = await sess.run_step_fn(step_fn)
+        assert "one step at a time" in str(refused) and "run_with_hooks()" in str(refused)
+        assert await sess.step_counter.get() == 1
+    assert hook.log == [("before_run", 0), ("after_run", 1)]
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+@pytest.mark.parametrize("how", ["hook", "end of input", "step function"])
+async def test_iterate_after_a_stop_yields_nothing(max_in_flight: int, how: str) -> None:
+    async def step(feeds: Mapping[Any, Any]) -> dict[str, Any]:
+        if feeds.get("eof"):
+            raise anyio.EndOfStream
+        return {"y": feeds["x"]}
+
+    hooks = [StopAtStepHook(last_step=2)] if how == "hook" else []
+    async with MonitoredSession(lambda: StepSession(step), hooks, max_in_flight=max_in_flight) as sess:
+        with anyio.fail_after(LIMIT):
+            if how == "hook":
+                assert [y async for y in sess.iterate("y", ({"x": i} for i in range(5)))] == [0, 1]
+            elif how == "end of input":
+                assert [y async for y in sess.iterate("y", [{"x": 0}, {"x": 1}, {"eof": 1}, {"x": 3}])] == [0, 1]
+            else:
+
+                async def step_fn(ctx: StepContext) -> None:
+                    ctx.request_stop()
+
+                await sess.run_step_fn(step_fn)
+            assert sess.should_stop()
+            assert [y async for y in sess.iterate("y", ({"x": i} for i in range(3)))] == []
+        with pytest.raises(RunAfterStopError):
+            await sess.run("y", {"x": 9})
+
+
+class _Lost:
+    async def run(
+        self, fetches: Sequence[Hashable], feeds: Mapping[Any, Any], options: RunOptions, metadata: RunMetadata
+    ) -> list[Any]:
+        await anyio.sleep(0.1)
+        raise UnavailableError("worker lost")
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 2, 4])
+@pytest.mark.parametrize("entry", ["run", "iterate"])
+async def test_a_step_that_loses_its_session_during_a_close_raises_session_closed(
+    max_in_flight: int, entry: str
+) -> None:
+    """A close from another task lands while a step runs; the step then loses its session:
+    it is not re-created, and the caller gets ``SessionClosedError`` caused by the loss."""
+    sess = MonitoredSession(_Lost, max_in_flight=max_in_flight, retry=NO_WAIT)
+    caught: list[BaseException] = []
+    with anyio.fail_after(LIMIT):
+        async with sess:
+
+            async def closer() -> None:
+                await anyio.sleep(0.02)
+                await sess.aclose()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(closer)
+                try:
+                    if entry == "run":
+                        await sess.run("y", {"x": 0})
+                    else:
+                        async for _ in sess.iterate("y", [{"x": 0}]):
+                            pass
+                except Exception as exc:
+                    caught.append(exc)
+    assert len(caught) == 1
+    assert isinstance(caught[0], SessionClosedError), repr(caught[0])
+    assert isinstance(caught[0].__cause__, UnavailableError)
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 3])
+async def test_a_session_made_after_the_close_reaches_no_hook(max_in_flight: int) -> None:
+    """A close lands while a lane's session is being re-created: the new session is closed
+    as soon as it exists, and no hook sees it (no ``after_create_session`` after the close,
+    with the session's one coordinator or any other)."""
+    log: list[str] = []
+    coords: list[object] = []
+    made: list[Any] = []
+
+    class Raw:
+        def __init__(self) -> None:
+            self.name = f"s{len(made) + 1}"
+            self.fail = False
+
+        async def run(self, fetches: Any, feeds: Any, options: Any, metadata: Any) -> list[Any]:
+            if self.fail:
+                raise UnavailableError("lost")
+            return [0 for _ in fetches]
+
+        async def aclose(self) -> None:
+            log.append(f"aclose({self.name})")
+
+    class Hook:
+        overlapping_steps = True
+
+        def after_create_session(self, session: Any, coord: Any) -> None:
+            log.append(f"after_create_session({session.name})")
+            coords.append(coord)
+
+        def end(self, session: Any) -> None:
+            log.append("end")
+
+    async def creator() -> Raw:
+        if len(made) >= max_in_flight:
+            await anyio.sleep(0.2)  # the re-creation is slow
+        raw = Raw()
+        made.append(raw)
+        return raw
+
+    sess = MonitoredSession(creator, [Hook()], max_in_flight=max_in_flight, retry=NO_WAIT)
+    with anyio.fail_after(LIMIT):
+        async with sess:
+            made[0].fail = True
+
+            async def closer() -> None:
+                await anyio.sleep(0.05)
+                await sess.aclose()
+                log.append("closed")
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(closer)
+                with pytest.raises(SessionClosedError):
+                    await sess.run("y")
+        await anyio.sleep(0.3)  # a re-creation left behind would reach its hooks by now
+    replacement = made[max_in_flight].name
+    assert f"after_create_session({replacement})" not in log
+    assert f"aclose({replacement})" in log
+    assert len({id(coord) for coord in coords}) == 1
+    assert log.index("closed") == len(log) - 1 or all(
+        not entry.startswith("after_create_session") for entry in log[log.index("closed"):]
+    )
