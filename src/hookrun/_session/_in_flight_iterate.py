@@ -56,7 +56,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
@@ -65,11 +65,9 @@ import anyio
 from .._cancelling import task_cancelled
 from .._dispatch._wake import Waker
 from .._errors import CLEAN_STOP_TYPES
-from ._in_flight_phases import step_body
-from ._in_flight_step import Rescope, Slot
+from ._in_flight_step import Rescope, step_body
 from ._iterate import StepIterator
-from ._lanes import ParkedJobs
-from ._runners import InContext, StepRunners
+from ._runners import InContext, ParkedJobs, StepRunners
 
 if TYPE_CHECKING:
     from ._in_flight import InFlight
@@ -430,6 +428,28 @@ class _Pipeline(StepIterator):
             if slot.error is cause:
                 return cause
         return exc
+
+
+class Slot:
+    """What ``iterate`` keeps of a step admitted and not yielded yet: its outcome, and the
+    iterator's wake-up (bound once, shared by its slots)."""
+
+    __slots__ = ("admitted", "delivered", "done", "error", "ran", "results", "step", "wake")
+
+    def __init__(self, step: Step | None, wake: Callable[[], None]) -> None:
+        self.step = step  # None: a feed that could not be taken (``error`` says why)
+        self.wake = wake
+        self.done = False  # the step is over (its after_run returned, or it failed)
+        self.ran = False  # its raw run returned: its results are known
+        self.delivered = False  # yielded (ordered=False: maybe before its after_run)
+        self.admitted = False
+        self.results: Any = None
+        self.error: BaseException | None = None
+
+    def on_ran(self, results: Any) -> None:
+        if not self.ran:
+            self.ran, self.results = True, results
+            self.wake()
 
 
 def _own(feed: Any) -> Any:

@@ -1,4 +1,5 @@
-"""The tasks that run the steps ``iterate`` admits with steps in flight: ``StepRunners``.
+"""The tasks that run the steps ``iterate`` admits with steps in flight: ``StepRunners``,
+and ``ParkedJobs``, the jobs parked between steps waiting to be handed an admission.
 
 The rest of a step that ``iterate`` admitted (its raw run, its ``after_run``) runs in a
 task of its own. A new anyio task costs about 20 us (its handle, cancel scope and event,
@@ -36,7 +37,7 @@ from .._dispatch._wake import Waker, Wakers
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-__all__ = ["InContext", "StepRunners"]
+__all__ = ["InContext", "ParkedJobs", "StepRunners"]
 
 _Job = tuple[Coroutine[Any, Any, None], Context]
 
@@ -131,3 +132,66 @@ def _run(job: Coroutine[Any, Any, None], context: Context) -> Generator[Any, Any
                 error = exc
     finally:
         job.close()
+
+
+class ParkedJobs:
+    """The jobs of ``iterate``'s runners parked between steps (a job whose step ended while
+    another admission was under way), each waiting to be handed the next admission.
+
+    ``hand`` gives the admission to the latest parked job; a job whose step ends before that
+    one ran takes it over (``take_over``), so admissions follow one another in one pass of
+    the event loop when steps end together, and the job handed it parks again. ``park``
+    returns False once the jobs leave (``leave``) or ``ended()``; a job cancelled after it
+    was handed the admission ends it (``drop``)."""
+
+    __slots__ = ("_drop", "_ended", "_handed", "_parked", "_wakers", "leaving")
+
+    def __init__(self, wakers: Wakers, ended: Callable[[], bool], drop: Callable[[], None]) -> None:
+        self._parked: list[Waker] = []
+        self._handed: Waker | None = None  # the job handed the admission, until it runs
+        self._wakers = wakers
+        self._ended = ended
+        self._drop = drop
+        self.leaving = False
+
+    def hand(self) -> bool:
+        """Hand the admission to a parked job (False: none is parked)."""
+        if not self._parked:
+            return False
+        self._handed = wake = self._parked.pop()
+        wake.set()
+        return True
+
+    def take_over(self) -> bool:
+        """Take the admission handed to a parked job that has not run yet (False: none is)."""
+        if self._handed is None:
+            return False
+        self._handed = None
+        return True
+
+    async def park(self) -> bool:
+        """Wait to be handed the admission (True), or until the jobs leave (False)."""
+        while not (self.leaving or self._ended()):
+            wake = self._wakers()
+            self._parked.append(wake)
+            try:
+                await wake.wait()
+            except BaseException:
+                if self._handed is wake:  # handed the admission as it was cancelled: it ends here
+                    self._handed = None
+                    self._drop()
+                elif wake in self._parked:
+                    self._parked.remove(wake)
+                raise
+            if self._handed is wake:
+                self._handed = None
+                return True
+            # Woken to leave, or its admission was taken over: it parks again unless leaving.
+        return False
+
+    def leave(self) -> None:
+        """The parked jobs leave now; no job parks any more."""
+        self.leaving = True
+        parked, self._parked = self._parked, []
+        for wake in parked:
+            wake.set()
