@@ -1,6 +1,7 @@
 """One step in flight, for the engine (``_in_flight.py``): ``Step`` (its lane, number,
-cancel scope and what its phases computed) and its body, ``step_body``, which runs a step
-that holds a lane from its admission to its end, in one coroutine:
+cancel scope and what its phases computed), ``Slot`` (what ``iterate`` keeps of it until
+it yields its results) and its body, ``step_body``, which runs a step that holds a lane
+from its admission to its end, in one coroutine:
 
 1. its lane re-created first if it has none (``InFlight.ready``), then its admission
    (``InFlight.admit``: the phase lock, its number, its ``before_run`` phase);
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from ._lanes import Lane
     from ._retry import RetryBudget
 
-__all__ = ["Rescope", "Step", "count_failure", "end_before", "finish_step", "sharing", "start_before", "start_run", "step_body"]
+__all__ = ["Rescope", "Slot", "Step", "count_failure", "end_before", "finish_step", "sharing", "start_before", "start_run", "step_body"]
 
 _new_tuple = tuple.__new__
 
@@ -149,6 +150,28 @@ class Rescope:
     def __init__(self, error: Exception, budget: RetryBudget | None) -> None:
         self.error = error
         self.budget = budget
+
+
+class Slot:
+    """What ``iterate`` keeps of a step admitted and not yielded yet: its outcome, and the
+    iterator's wake-up (bound once, shared by its slots)."""
+
+    __slots__ = ("admitted", "delivered", "done", "error", "ran", "results", "step", "wake")
+
+    def __init__(self, step: Step | None, wake: Callable[[], None]) -> None:
+        self.step = step  # None: a feed that could not be taken (``error`` says why)
+        self.wake = wake
+        self.done = False  # the step is over (its after_run returned, or it failed)
+        self.ran = False  # its raw run returned: its results are known
+        self.delivered = False  # yielded (ordered=False: maybe before its after_run)
+        self.admitted = False
+        self.results: Any = None
+        self.error: BaseException | None = None
+
+    def on_ran(self, results: Any) -> None:
+        if not self.ran:
+            self.ran, self.results = True, results
+            self.wake()
 
 
 async def step_body(self: InFlight, step: Step, again: Rescope | None = None) -> tuple[bool, Any] | Rescope:

@@ -142,7 +142,14 @@ class ParkedJobs:
     one ran takes it over (``take_over``), so admissions follow one another in one pass of
     the event loop when steps end together, and the job handed it parks again. ``park``
     returns False once the jobs leave (``leave``) or ``ended()``; a job cancelled after it
-    was handed the admission ends it (``drop``)."""
+    was handed the admission ends it (``drop``).
+
+    So in a steady stream no task hands a step to another, and a new job (maybe a new
+    runner) is submitted only when none is parked: the runners are about as many as the
+    most steps admitted and not ended at once, and when the driver bounds the rate the steps
+    in flight grow only as fast as the event loop starts runners (with 1024 steps of 10 ms
+    in flight trio had started some 2900 for 8192 steps, whose objects took the garbage
+    collector a third of the driver's time; about 300 since)."""
 
     __slots__ = ("_drop", "_ended", "_handed", "_parked", "_wakers", "leaving")
 
