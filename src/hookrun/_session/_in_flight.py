@@ -69,7 +69,7 @@ class InFlight:
         self.lanes = self.sessions.lanes
         self.wakers = Wakers()  # for the lanes, the turnstile, the iterators and their runners
         self.pool = LanePool(self.lanes, self.wakers)
-        self.occupancy = Occupancy(session._stats.now)
+        self.occupancy = Occupancy(session._stats.clock)
         #: The steps admitted and not yet ended hold one of these: at most ``window`` of them.
         self.window = 2 * n
         self.tickets = Tickets(self.window, self.wakers)

@@ -263,7 +263,7 @@ class _Pipeline(StepIterator):
                             self._admitting = True
                         elif not await self._parked.park():
                             return
-                    await InContext(self._context.copy())  # as a job of its own would run
+                    await InContext((self._context.copy(),))  # as a job of its own would run
                     if scope.cancel_called:  # its step ended whole all the same (a hook swallowed it)
                         renew = True
                         break

@@ -263,7 +263,7 @@ def start_run(self: InFlight, step: Step) -> Awaitable[Any]:
     if step.cause is not None:
         raise self.cancelled_error(step)
     if step.sampled:
-        step.run_started = self.s._stats.now()
+        step.run_started = self.s._stats.clock()
     return _raw_run(self.s, step.lane.raw, step.keys, step.feeds or NO_FEEDS, step.merged, metadata)
 
 
@@ -276,7 +276,7 @@ async def finish_step(self: InFlight, step: Step, returned: Any) -> Any:
     try:
         values = _checked(step.lane.raw, step.keys, returned)
         if step.sampled:
-            step.run_seconds = stats.now() - step.run_started
+            step.run_seconds = stats.clock() - step.run_started
         results = None if step.shape is None else _nest.pack(step.shape, values)
         if step.on_ran is not None:
             step.on_ran(results)
@@ -374,7 +374,7 @@ def end_before(self: InFlight, step: Step, requests: list[Any] | None) -> None:
 
 def sharing(self: InFlight, step: Step) -> int:
     """How many steps shared a timed step's time: the mean in flight over its life."""
-    elapsed: float = self.s._stats.now() - step.started
+    elapsed: float = self.s._stats.clock() - step.started
     if elapsed <= 0:
         return max(1, self.occupancy.busy)
     return max(1, round((self.occupancy.integral() - step.occupied) / elapsed))

@@ -13,7 +13,7 @@ its first suspension), so jobs start in the order they were submitted whichever 
 the backend runs first. A job runs as a task spawned for it would: in a copy of the
 context of the task that submitted it (``_run`` drives it there), under the runner's
 cancel scopes. A job that runs several steps one after another gives each a context of
-its own with ``await InContext(context)``, which switches the context it is driven in
+its own with ``await InContext((context,))``, which switches the context it is driven in
 without a pass of the event loop.
 
 Invariants: every job submitted wakes or starts one runner, and a runner that runs takes
@@ -95,18 +95,20 @@ class StepRunners:
                 raise
 
 
-class InContext:
-    """Awaited by a job (``await InContext(context)``): the rest of the job runs in
+class InContext(tuple[Context]):
+    """Awaited by a job (``await InContext((context,))``): the rest of the job runs in
     ``context``, from this point on, without a pass of the event loop. A job that runs
-    several steps one after the other gives each its own context this way."""
+    several steps one after the other gives each its own context this way.
 
-    __slots__ = ("context",)
+    Awaiting it yields its one item, the context, to the job's driver (``_run``: no event
+    loop yields a ``Context``), which goes on at once in that context."""
 
-    def __init__(self, context: Context) -> None:
-        self.context = context
+    __slots__ = ()
+    if TYPE_CHECKING:
 
-    def __await__(self) -> Generator[Any, Any, None]:
-        yield self
+        def __await__(self) -> Generator[Context, None, None]: ...
+    else:
+        __await__ = tuple.__iter__
 
 
 @types.coroutine
@@ -123,8 +125,8 @@ def _run(job: Coroutine[Any, Any, None], context: Context) -> Generator[Any, Any
             except StopIteration:
                 return
             value = error = None
-            if type(yielded) is InContext:  # not for the event loop: go on at once
-                run = yielded.context.run
+            if type(yielded) is Context:  # ``InContext``, not for the event loop: go on at once
+                run = yielded.run
                 continue
             try:
                 value = yield yielded
