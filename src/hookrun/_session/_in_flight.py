@@ -86,11 +86,6 @@ class InFlight:
         #: The requests of a ``before_run`` phase no hook has (every hook asked for nothing).
         self.no_requests: list[None] = [None] * len(session._before.calls)
 
-    def phase(self) -> PhaseLock:
-        """The phase lock: one hook phase at a time (taken at once when free; waiters are
-        served in arrival order)."""
-        return self._lock
-
     # -- the session's view -----------------------------------------------------------------
 
     def check_entry(self, what: str) -> None:
