@@ -2,7 +2,7 @@
 
 The session has N lanes (``_lanes.py``), each with its own raw session
 (``_lane_sessions.py``), and one coordinator. A step goes through (its body, in one
-coroutine with its admission and its run: ``step_body`` in ``_in_flight_phases.py``):
+coroutine with its admission and its run: ``step_body`` in ``_in_flight_step.py``):
 
 1. admission (``admit``): a ticket (at most ``2 N`` steps admitted and not yet ended),
    a free lane (waiting for both: back-pressure), then the phase lock; a stop requested
@@ -14,7 +14,7 @@ coroutine with its admission and its run: ``step_body`` in ``_in_flight_phases.p
    When it returns the lane is free for the next admission;
 3. the turnstile lets its ``after_run`` phase through once the steps before it are done:
    the step counter moves to ``n`` (past the numbers given up before it) and its
-   ``after_run`` phase runs, under the lock (``_in_flight_phases.py``).
+   ``after_run`` phase runs, under the lock (``_in_flight_step.py``).
 
 So hooks see one phase at a time, ``before_run`` and ``after_run`` each in step order;
 between ``before_run(n)`` and ``after_run(n)`` come at most the ``before_run`` of steps
@@ -45,8 +45,7 @@ from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
 from .._hook_protocol import RunMetadata, RunOptions
 from .._inside import inside_error, inside_step
-from ._in_flight_phases import count_failure, end_before, start_before, step_body
-from ._in_flight_step import Rescope, Step
+from ._in_flight_step import Rescope, Step, count_failure, end_before, start_before, step_body
 from ._lane_sessions import LaneSessions
 from ._lanes import Lane, LanePool, Occupancy, PhaseLock, Tickets, Turnstile
 from ._state import State, refuse_step
@@ -70,7 +69,7 @@ class InFlight:
         self.lanes = self.sessions.lanes
         self.wakers = Wakers()  # for the lanes, the turnstile, the iterators and their runners
         self.pool = LanePool(self.lanes, self.wakers)
-        self.occupancy = Occupancy(session._stats.now)
+        self.occupancy = Occupancy(session._stats.clock)
         #: The steps admitted and not yet ended hold one of these: at most ``window`` of them.
         self.window = 2 * n
         self.tickets = Tickets(self.window, self.wakers)
@@ -86,11 +85,6 @@ class InFlight:
         self.inside: tuple[object, ...] = (session,)
         #: The requests of a ``before_run`` phase no hook has (every hook asked for nothing).
         self.no_requests: list[None] = [None] * len(session._before.calls)
-
-    def phase(self) -> PhaseLock:
-        """The phase lock: one hook phase at a time (taken at once when free; waiters are
-        served in arrival order)."""
-        return self._lock
 
     # -- the session's view -----------------------------------------------------------------
 
@@ -110,7 +104,8 @@ class InFlight:
 
     def free(self) -> bool:
         """Whether a step may take a ticket and a lane now, without waiting."""
-        return self.tickets.free() and self.pool.free()
+        tickets, pool = self.tickets, self.pool
+        return tickets.used < tickets.size and bool(pool.idle) and not pool.waiters
 
     async def take_lane(self, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None = None) -> Step:
         """A step holding a ticket and a free lane (waits for them, in that order), under
@@ -121,15 +116,15 @@ class InFlight:
         except BaseException:
             self.tickets.release()
             raise
-        return self._holding(lane, args, scope)
+        return self.take_free_lane(args, self.new_scope() if scope is None else scope, lane)
 
-    def take_free_lane(self, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope) -> Step:
-        """``take_lane`` when ``free()``: without a wait, and without a coroutine."""
-        self.tickets.take()
-        return self._holding(self.pool.take(), args, scope)
-
-    def _holding(self, lane: Lane, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope | None) -> Step:
-        step = Step(lane, args, self.new_scope() if scope is None else scope)
+    def take_free_lane(self, args: tuple[Any, Any, Any, Any], scope: anyio.CancelScope, lane: Lane | None = None) -> Step:
+        """``take_lane`` when ``free()``: without a wait, and without a coroutine (``lane``:
+        the ticket and that lane were taken already, by ``take_lane``)."""
+        if lane is None:
+            self.tickets.used += 1
+            lane = self.pool.idle.popleft()
+        step = Step(lane, args, scope)
         step.holds_lane = True
         self.steps.add(step)
         self.occupancy.change(1, 1)  # a step in flight, on its lane until its run returns
@@ -167,9 +162,11 @@ class InFlight:
             self.turn.done(step.number)
         if step.ctx is not None:
             step.ctx.ended = True  # a periodic hook forgets what it expected of the step
-        self.unhold(step)
+        if self._held is step:
+            self.unhold(step)
         self.steps.discard(step)
-        self.free_lane(step)
+        if step.holds_lane:  # (its run never returned)
+            self.free_lane(step)
         self.tickets.release()
         self.occupancy.change(-1, 0)
         if not self.steps:
@@ -239,7 +236,7 @@ class InFlight:
                 raise held
         return budget
 
-    # -- one step (its body: ``step_body``, in ``_in_flight_phases.py``) ------------------------
+    # -- one step (its body: ``step_body``, in ``_in_flight_step.py``) ------------------------
 
     async def admit(self, step: Step) -> bool:
         """Admission: the ``before_run`` phase under the phase lock, with the step's number.
@@ -251,7 +248,8 @@ class InFlight:
             if not lock.try_take():
                 await lock.acquire()
             try:
-                self.check_cause(step)
+                if step.cause is not None:  # none of its phases starts once another step's failure cancelled it
+                    raise self.cancelled_error(step)
                 if self._resume is not None:  # held while this step waited for the lock
                     continue
                 if s._state is not State.OPEN:
@@ -284,11 +282,6 @@ class InFlight:
             assert self._resume is not None
             self._resume.set()
             self._held = self._resume = None
-
-    def check_cause(self, step: Step) -> None:
-        """None of ``step``'s phases or runs starts once another step's failure cancelled it."""
-        if step.cause is not None:
-            raise self.cancelled_error(step)
 
     async def before(self, step: Step) -> None:
         """The step's ``before_run`` phase (under the lock); its errors are counted."""

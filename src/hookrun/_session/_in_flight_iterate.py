@@ -8,18 +8,13 @@ the rest of it (the raw run, ``after_run``) right after the admission; so each r
 starts before the next step is admitted, and a fatal error in an admission cancels the
 steps before it before any later raw run starts. A runner whose step ended admits the
 next one itself when no admission is under way (in the same job, switched to a fresh
-context), so in a steady stream no task hands a step to another; when one is under way
-the job parks (``ParkedJobs``) and is handed a later one: a new job, maybe a new runner,
-only when none is parked. So the runners are about as many as the most steps admitted
-and not ended at once, and when the driver bounds the rate the steps in flight grow only
-as fast as the event loop starts runners (with 1024 steps of 10 ms in flight trio had
-started some 2900 for 8192 steps, whose objects took the garbage collector a third of
-the driver's time; about 300 since). The steps a runner runs one after another share one
-cancel scope, the step's scope while it runs (another step's fatal error cancels it): a
-scope is entered anew only after one was cancelled, where one a step cost about a tenth
-of a step's time with 64 steps of 1 ms in flight on asyncio. The iterating task starts
-an admission only when none is under way and there is room (at the first ``__anext__``,
-or once its results made room). An admission that ends whole starts the next while lanes
+context); when one is under way the job parks (``ParkedJobs``, which says why) and is
+handed a later one. The steps a runner runs one after another share one cancel scope,
+the step's scope while it runs (another step's fatal error cancels it): a scope is
+entered anew only after one was cancelled, where one a step cost about a tenth of a
+step's time with 64 steps of 1 ms in flight on asyncio. The iterating task starts an
+admission only when none is under way and there is room (at the first ``__anext__``, or
+once its results made room). An admission that ends whole starts the next while lanes
 are free.
 
 Admission goes on while the caller's loop body runs: up to N steps in flight and at most
@@ -54,7 +49,6 @@ finish, as documented; once the iterator is dropped, no runner of it parks again
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections import deque
 from collections.abc import Coroutine
 from contextvars import Context, copy_context
@@ -65,11 +59,9 @@ import anyio
 from .._cancelling import task_cancelled
 from .._dispatch._wake import Waker
 from .._errors import CLEAN_STOP_TYPES
-from ._in_flight_phases import step_body
-from ._in_flight_step import Rescope, Slot
+from ._in_flight_step import Rescope, Slot, step_body
 from ._iterate import StepIterator
-from ._lanes import ParkedJobs
-from ._runners import InContext, StepRunners
+from ._runners import InContext, ParkedJobs, StepRunners
 
 if TYPE_CHECKING:
     from ._in_flight import InFlight
@@ -108,6 +100,8 @@ class InFlightIterator(StepIterator):
 
 class _Pipeline(StepIterator):
     """What an ``InFlightIterator`` iterates: its steps, its admission and its runners."""
+
+    _copy_feeds = True  # the steps in flight keep their feeds
 
     __slots__ = (
         "_admitting", "_closed", "_context", "_engine", "_exhausted", "_on_admitted", "_on_freed", "_ordered", "_parked",
@@ -243,15 +237,6 @@ class _Pipeline(StepIterator):
                     resumed, again = again, None
                     try:  # the step (admitted by ``step_body``), its outcome kept in its slot
                         out = await step_body(engine, step, resumed)
-                    except Exception as exc:
-                        slot.error = exc
-                        self._exhausted = True  # a clean stop or an error: either way no step follows it
-                    except BaseException as exc:
-                        slot.error = exc
-                        self._exhausted = True
-                        self._over(slot)
-                        raise
-                    else:
                         if isinstance(out, Rescope):  # its scope was cancelled: it goes on under a new one
                             again = out
                             renew = True
@@ -259,7 +244,18 @@ class _Pipeline(StepIterator):
                         slot.admitted, slot.results = out
                         if not slot.admitted:  # a stop kept it from being admitted
                             self._exhausted = True
-                    self._over(slot)
+                    except Exception as exc:
+                        slot.error = exc
+                        self._exhausted = True  # a clean stop or an error: either way no step follows it
+                    except BaseException as exc:
+                        slot.error = exc
+                        self._exhausted = True
+                        raise
+                    finally:
+                        if again is None:  # the step is over: wake the iterating task if it waits for it
+                            slot.done = True
+                            if not self._ordered or self._exhausted or self._pending[0] is slot:
+                                self._wakeup()
                     running = False
                     slot = step = out = resumed = None  # a parked job keeps no step alive
                     if not self._parked.take_over():  # (else: it was handed to a parked job not run yet)
@@ -267,7 +263,7 @@ class _Pipeline(StepIterator):
                             self._admitting = True
                         elif not await self._parked.park():
                             return
-                    await InContext(self._context.copy())  # as a job of its own would run
+                    await InContext((self._context.copy(),))  # as a job of its own would run
                     if scope.cancel_called:  # its step ended whole all the same (a hook swallowed it)
                         renew = True
                         break
@@ -285,11 +281,6 @@ class _Pipeline(StepIterator):
         self._runners.close()
         self._parked.leave()
 
-    def _over(self, slot: Slot) -> None:
-        slot.done = True
-        if not self._ordered or self._exhausted or self._pending[0] is slot:  # what _finished waits for
-            self._wakeup()
-
     async def _admission(self, scope: anyio.CancelScope) -> Slot | None:
         """The next feed and a lane for it, as a pending slot whose step (under ``scope``)
         ``step_body`` admits (the admission ends there); ``None``: nothing to admit
@@ -300,11 +291,11 @@ class _Pipeline(StepIterator):
             if self._exhausted or engine.s.should_stop():
                 self._exhausted = True
             elif not self._async_items and engine.free():  # neither the feed nor the lane waits
-                step = engine.take_free_lane((self._fetches, _own(self._take_feed()), None, None), scope)
+                step = engine.take_free_lane((self._fetches, self._take_feed(), None, None), scope)
             else:
                 try:
                     with engine.new_scope() as self._waiting:
-                        feed = _own(await self._next_feed())
+                        feed = await self._next_feed()
                         step = await engine.take_lane((self._fetches, feed, None, None), scope)
                 finally:
                     self._waiting = None
@@ -394,13 +385,9 @@ class _Pipeline(StepIterator):
                             return slot
             elif not self._admitting:
                 return None
-            await self._sleep()
-
-    async def _sleep(self) -> None:
-        """Wait for the next ``_wakeup``."""
-        wake = self._engine.wakers()
-        self._wakes.append(wake)
-        await wake.wait()
+            wake = self._engine.wakers()  # until the next ``_wakeup``
+            self._wakes.append(wake)
+            await wake.wait()
 
     def _cancel(self, why: BaseException) -> None:
         """Cancel this iterator's steps in flight and its admission's wait (``_wait_out``
@@ -419,7 +406,9 @@ class _Pipeline(StepIterator):
         grace = self._engine.s._setup.grace
         with anyio.move_on_after(2 * grace + 1.0, shield=True):
             while self._admitting or any(not slot.done for slot in self._pending):
-                await self._sleep()
+                wake = self._engine.wakers()  # until the next ``_wakeup``
+                self._wakes.append(wake)
+                await wake.wait()
 
     def _origin(self, exc: BaseException) -> BaseException:
         """The error of the step that failed first, when ``exc`` is a cancellation it caused."""
@@ -430,13 +419,3 @@ class _Pipeline(StepIterator):
             if slot.error is cause:
                 return cause
         return exc
-
-
-def _own(feed: Any) -> Any:
-    """A copy of a dict feed (of its own class: an ``OrderedDict``, a ``defaultdict`` with
-    its factory), taken when its step is admitted: a feeds generator may yield one dict
-    changed in place, and the steps still in flight must keep the feed they were given.
-    Any other mapping is read-only by its protocol and is taken as it is."""
-    if type(feed) is dict:
-        return feed.copy()
-    return copy.copy(feed) if isinstance(feed, dict) else feed

@@ -15,8 +15,7 @@ from .._hook_protocol import RunMetadata, RunOptions
 from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET
 from ._checks import check_step_fn
 from ._in_flight import InFlight
-from ._in_flight_phases import count_failure, finish_step, start_run
-from ._in_flight_step import Step
+from ._in_flight_step import Step, count_failure, finish_step, start_run
 from ._state import State
 
 __all__ = ["run_step_fn"]

@@ -12,10 +12,14 @@ resource: breaking out of ``async for`` leaves nothing behind.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from .._errors import CLEAN_STOP_TYPES
+
+#: ``_take_feed``'s default: take the next item of sync feeds.
+_NEXT: Any = object()
 
 __all__ = ["StepIterator", "check_feeds"]
 
@@ -32,6 +36,11 @@ class StepIterator:
     Each step yields what ``session.run(fetches, feed)`` returns. Iterate it
     once, from one task: the session runs one step at a time.
     """
+
+    #: Whether a dict feed is copied as it is taken: with steps in flight a feeds generator
+    #: may yield one dict changed in place, and the steps in flight keep the feed they were
+    #: given (one step at a time, each step is over before the next feed is taken).
+    _copy_feeds = False
 
     __slots__ = (
         "_async_items", "_busy", "_done", "_feeds", "_fetches", "_items", "_session", "_steps", "_stop", "_taken",
@@ -104,34 +113,36 @@ class StepIterator:
         except StopAsyncIteration:
             self._done = True
             raise StopAsyncIteration from None
-        return self._counted(feed)
+        return self._take_feed(feed)
 
-    def _take_feed(self) -> Mapping[Any, Any] | None:
-        """The next feed dict of sync feeds (or none at all), without a coroutine."""
-        feeds = self._feeds
-        if feeds is None:
-            return None
-        items = self._items
-        if items is None:
-            items = self._items = iter(feeds)  # type: ignore[call-overload]
-        try:
-            feed = next(items)  # type: ignore[arg-type]
-        except StopIteration:
-            self._done = True
-            raise StopAsyncIteration from None
-        return self._counted(feed)
-
-    def _counted(self, feed: Any) -> Mapping[Any, Any] | None:
-        """The feed just taken, counted; refused unless it is a feed dict (a mapping) or
-        ``None``, naming it."""
+    def _take_feed(self, feed: Any = _NEXT) -> Mapping[Any, Any] | None:
+        """The next feed dict of sync feeds (or none at all), without a coroutine; or
+        ``feed``, just taken from async feeds. Counted, and refused unless it is a feed dict
+        (a mapping) or ``None``, naming it; a dict is copied when ``_copy_feeds``."""
+        if feed is _NEXT:
+            feeds = self._feeds
+            if feeds is None:
+                return None
+            items = self._items
+            if items is None:
+                items = self._items = iter(feeds)  # type: ignore[call-overload]
+            try:
+                feed = next(items)  # type: ignore[arg-type]
+            except StopIteration:
+                self._done = True
+                raise StopAsyncIteration from None
         index, self._taken = self._taken, self._taken + 1
-        if feed is not None and type(feed) is not dict and not isinstance(feed, Mapping):
+        if type(feed) is dict:
+            return feed.copy() if self._copy_feeds else feed
+        if feed is not None and not isinstance(feed, Mapping):
             self._done = True
             raise TypeError(
                 f"iterate(): feeds item {index} is {type(feed).__name__} "
                 f"{_short(feed)}; each item must be a feed dict (a mapping) or None"
             )
-        return feed
+        # A dict of its own class is copied as such (an ``OrderedDict``, a ``defaultdict``
+        # with its factory); any other mapping is read-only by its protocol.
+        return copy.copy(feed) if self._copy_feeds and isinstance(feed, dict) else feed
 
 
 _SWAPPED = (

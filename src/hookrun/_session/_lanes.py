@@ -2,8 +2,7 @@
 ``LanePool`` (the free lanes, handed out first come first served), ``Occupancy`` (how many
 steps were in flight and lanes occupied over time), ``Tickets`` (the steps admitted and
 not yet ended), ``PhaseLock`` (one hook phase at a time), ``Turnstile`` (lets the
-``after_run`` phases through in step order) and ``ParkedJobs`` (``iterate``'s jobs
-waiting between steps for an admission).
+``after_run`` phases through in step order).
 
 Invariants: a lane serves one step's run at a time (it is in the pool or held by exactly
 one step); a caller waiting for a lane (or a ticket, or the phase lock) is served in
@@ -20,7 +19,7 @@ from typing import Any
 
 from .._dispatch._wake import Waker, Wakers
 
-__all__ = ["Lane", "LanePool", "Occupancy", "ParkedJobs", "PhaseLock", "Tickets", "Turnstile"]
+__all__ = ["Lane", "LanePool", "Occupancy", "PhaseLock", "Tickets", "Turnstile"]
 
 
 class Lane:
@@ -103,31 +102,25 @@ class Occupancy:
 class LanePool:
     """The free lanes; ``acquire`` waits for one (back-pressure), ``release`` gives it back."""
 
-    __slots__ = ("_free", "_waiters", "_wakers", "_wanted", "lanes")
+    __slots__ = ("_wakers", "_wanted", "idle", "lanes", "waiters")
 
     def __init__(self, lanes: list[Lane], wakers: Wakers) -> None:
         self.lanes = lanes
-        self._free: deque[Lane] = deque(lanes)
-        self._waiters: deque[_Waiter] = deque()
+        #: The free lanes, and the callers waiting for any lane: ``acquire`` returns at once
+        #: when a lane is free and no one waits (then a lane may be taken straight from ``idle``).
+        self.idle: deque[Lane] = deque(lanes)
+        self.waiters: deque[_Waiter] = deque()
         #: Callers waiting for one lane in particular (a step re-run on the lane it failed
         #: on): served before the others when that lane comes back.
         self._wanted: dict[Lane, deque[_Waiter]] = {}
         self._wakers = wakers
 
-    def free(self) -> bool:
-        """Whether ``acquire`` would return at once."""
-        return bool(self._free) and not self._waiters
-
-    def take(self) -> Lane:
-        """A free lane, when ``free()``."""
-        return self._free.popleft()
-
     async def acquire(self) -> Lane:
         """A free lane, waiting for one in arrival order."""
-        if self._free and not self._waiters:
-            return self.take()
+        if self.idle and not self.waiters:
+            return self.idle.popleft()
         waiter = _Waiter(self._wakers())
-        self._waiters.append(waiter)
+        self.waiters.append(waiter)
         try:
             await waiter.event.wait()
         except BaseException:
@@ -135,7 +128,7 @@ class LanePool:
                 lane, waiter.lane = waiter.lane, None
                 self.release(lane)
             else:
-                self._waiters.remove(waiter)
+                self.waiters.remove(waiter)
             raise
         assert waiter.lane is not None
         lane, waiter.lane = waiter.lane, None
@@ -143,8 +136,8 @@ class LanePool:
 
     async def acquire_lane(self, lane: Lane) -> None:
         """``lane`` itself, waiting for it (before callers waiting for any lane)."""
-        if lane in self._free:
-            self._free.remove(lane)
+        if lane in self.idle:
+            self.idle.remove(lane)
             return
         waiter = _Waiter(self._wakers())
         waiting = self._wanted.setdefault(lane, deque())
@@ -173,12 +166,12 @@ class LanePool:
             waiter.lane = lane
             waiter.event.set()
             return
-        if self._waiters:
-            waiter = self._waiters.popleft()
+        if self.waiters:
+            waiter = self.waiters.popleft()
             waiter.lane = lane
             waiter.event.set()
             return
-        self._free.append(lane)
+        self.idle.append(lane)
 
 
 class _LockWaiter:
@@ -199,33 +192,27 @@ class Tickets:
     a slow step holds back at most that many steps.
     """
 
-    __slots__ = ("_size", "_used", "_waiters", "_wakers")
+    __slots__ = ("_waiters", "_wakers", "size", "used")
 
     def __init__(self, size: int, wakers: Wakers) -> None:
-        self._size = size
-        self._used = 0
+        #: A ticket is free while ``used < size`` (then ``acquire`` returns at once: taking one
+        #: is ``used += 1``).
+        self.size = size
+        self.used = 0
         self._waiters: deque[_LockWaiter] = deque()
         self._wakers = wakers
-
-    def free(self) -> bool:
-        """Whether ``acquire`` would return at once."""
-        return self._used < self._size
-
-    def take(self) -> None:
-        """A ticket, when ``free()``."""
-        self._used += 1
 
     def try_take(self) -> bool:
         """Take a ticket if one is free, without a coroutine (``acquire`` waits otherwise):
         ``if not t.try_take(): await t.acquire()``."""
-        if self._used < self._size:
-            self._used += 1
+        if self.used < self.size:
+            self.used += 1
             return True
         return False
 
     async def acquire(self) -> None:
-        if self._used < self._size:
-            self._used += 1  # no waiter is left behind: release hands a ticket on
+        if self.used < self.size:
+            self.used += 1  # no waiter is left behind: release hands a ticket on
             return
         waiter = _LockWaiter(self._wakers())
         self._waiters.append(waiter)
@@ -245,7 +232,7 @@ class Tickets:
             waiter.handed = True
             waiter.event.set()
         else:
-            self._used -= 1
+            self.used -= 1
 
 
 class PhaseLock(Tickets):
@@ -262,7 +249,7 @@ class PhaseLock(Tickets):
         super().__init__(1, wakers)
 
     def locked(self) -> bool:
-        return self._used > 0
+        return self.used > 0
 
     async def __aenter__(self) -> None:
         await self.acquire()
@@ -332,66 +319,3 @@ class Turnstile:
             event.set()
             number += 1
             event = waiting.pop(number, None)
-
-
-class ParkedJobs:
-    """The jobs of ``iterate``'s runners parked between steps (a job whose step ended while
-    another admission was under way), each waiting to be handed the next admission.
-
-    ``hand`` gives the admission to the latest parked job; a job whose step ends before that
-    one ran takes it over (``take_over``), so admissions follow one another in one pass of
-    the event loop when steps end together, and the job handed it parks again. ``park``
-    returns False once the jobs leave (``leave``) or ``ended()``; a job cancelled after it
-    was handed the admission ends it (``drop``)."""
-
-    __slots__ = ("_drop", "_ended", "_handed", "_parked", "_wakers", "leaving")
-
-    def __init__(self, wakers: Wakers, ended: Callable[[], bool], drop: Callable[[], None]) -> None:
-        self._parked: list[Waker] = []
-        self._handed: Waker | None = None  # the job handed the admission, until it runs
-        self._wakers = wakers
-        self._ended = ended
-        self._drop = drop
-        self.leaving = False
-
-    def hand(self) -> bool:
-        """Hand the admission to a parked job (False: none is parked)."""
-        if not self._parked:
-            return False
-        self._handed = wake = self._parked.pop()
-        wake.set()
-        return True
-
-    def take_over(self) -> bool:
-        """Take the admission handed to a parked job that has not run yet (False: none is)."""
-        if self._handed is None:
-            return False
-        self._handed = None
-        return True
-
-    async def park(self) -> bool:
-        """Wait to be handed the admission (True), or until the jobs leave (False)."""
-        while not (self.leaving or self._ended()):
-            wake = self._wakers()
-            self._parked.append(wake)
-            try:
-                await wake.wait()
-            except BaseException:
-                if self._handed is wake:  # handed the admission as it was cancelled: it ends here
-                    self._handed = None
-                    self._drop()
-                elif wake in self._parked:
-                    self._parked.remove(wake)
-                raise
-            if self._handed is wake:
-                self._handed = None
-                return True
-            # Woken to leave, or its admission was taken over: it parks again unless leaving.
-        return False
-
-    def leave(self) -> None:
-        """The parked jobs leave now; no job parks any more."""
-        self.leaving = True
-        parked, self._parked = self._parked, []
-        for wake in parked:
-            wake.set()
