@@ -12,7 +12,8 @@ import anyio
 import pytest
 
 from hookrun.dask._watch import WorkerWatch
-from hookrun.remote._future import WaitEnded, wait_future
+from hookrun.remote._future import wait_future
+from hookrun.remote._waiting import WaitEnded
 
 pytestmark = pytest.mark.anyio
 

@@ -26,7 +26,7 @@ from distributed import Client, Future
 from distributed.client import ClosedClientError
 
 from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
-from ..remote._future import WaitEnded
+from ..remote._waiting import WaitEnded
 from ._client import ClientSource
 from ._concurrent import construct
 from ._errors import (

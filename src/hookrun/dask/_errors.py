@@ -21,8 +21,9 @@ from distributed import Client, Future
 from distributed.client import ClosedClientError, FutureCancelledError
 from distributed.comm.core import CommClosedError
 
-from ..remote._future import Waiting, wait_future
+from ..remote._future import wait_future
 from ..remote._lost import unavailable
+from ..remote._waiting import Waiting
 
 __all__ = [
     "RECOVERABLE_ERRORS",

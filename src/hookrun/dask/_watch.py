@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 
 from .._log import logger
-from ..remote._future import PlacedWaits, Waiting
+from ..remote._waiting import PlacedWaits, Waiting
 
 __all__ = ["WorkerWatch"]
 

@@ -26,7 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from .._errors import UnavailableError
 from .._log import logger
 from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
-from ..remote._future import WaitEnded
+from ..remote._waiting import WaitEnded
 from ._errors import await_ref
 from ._placement import NodeWatch, node_of_actor
 from ._runtime import RayLease
