@@ -14,7 +14,7 @@ import anyio
 import distributed
 import pytest
 
-from hookrun.dask._errors import on_io_loop
+from hookrun.dask._io_loop import on_io_loop
 from hookrun.dask._watch import WorkerWatch, worker_gone
 from hookrun.remote._future import wait_future
 from hookrun.remote._waiting import WaitEnded

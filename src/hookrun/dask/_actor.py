@@ -37,9 +37,9 @@ from ._errors import (
     await_dask,
     is_recoverable,
     is_unreachable,
-    on_io_loop,
     unavailable,
 )
+from ._io_loop import on_io_loop
 from ._watch import WorkerWatch, worker_gone
 
 __all__ = ["DaskActorSession", "DaskActorSessionCreator"]
