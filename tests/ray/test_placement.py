@@ -11,7 +11,8 @@ import pytest
 
 from hookrun.ray import _placement
 from hookrun.ray._placement import NodeWatch
-from hookrun.remote._future import WaitEnded, wait_future
+from hookrun.remote._future import wait_future
+from hookrun.remote._waiting import WaitEnded
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,8 @@ import anyio
 import pytest
 
 from hookrun.remote import await_future
-from hookrun.remote._future import PlacedWaits, WaitEnded, Waiting, wait_future
+from hookrun.remote._future import wait_future
+from hookrun.remote._waiting import PlacedWaits, WaitEnded, Waiting
 
 pytestmark = pytest.mark.anyio
 
@@ -250,3 +251,23 @@ async def test_placed_waits_end_the_calls_of_one_place_only() -> None:
     assert outcomes == {"a1": "ended", "a2": "ended", "b": 3}
     assert futures["a1"].cancelled() and futures["a2"].cancelled()
     assert not waits.calls("a") and not waits.calls("b")
+
+
+async def test_wakeups_done_together_cost_one_hand_off() -> None:
+    """The events queued before the loop runs the hand-off are all set by one run of it;
+    one queued after that run started gets a run of its own."""
+    from hookrun.remote._waiting import _Wakeups
+
+    handed: list[object] = []
+    wakeups = _Wakeups(handed.append)
+    events = [anyio.Event() for _ in range(3)]
+    for event in events:
+        wakeups.put(event)
+    assert handed == [wakeups.set_all]
+    wakeups.set_all()
+    assert all(event.is_set() for event in events)
+    late = anyio.Event()
+    wakeups.put(late)
+    assert len(handed) == 2 and not late.is_set()
+    wakeups.set_all()
+    assert late.is_set()

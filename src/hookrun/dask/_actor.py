@@ -11,8 +11,10 @@ with the creator. Each session actor runs its calls on a thread of its own
 A creator spreads its actors over the workers in turn (the scheduler left to itself
 puts quick actor constructions all on one worker, whose loss would take every
 lane); a worker that is gone is out of the turn at once. The first call that finds
-a worker unreachable ends the calls of the creator's other sessions waiting on it
-(``WorkerWatch``), so a lost worker costs only its lanes, never a connect timeout.
+a worker unreachable, once the loss is confirmed (the scheduler no longer lists the
+worker, or it refuses a connection), ends the calls of the creator's other sessions
+waiting on it (``WorkerWatch``), so a lost worker costs only its lanes, never a
+connect timeout, and a passing comm error with a live worker costs only one lane.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from distributed import Client, Future
 from distributed.client import ClosedClientError
 
 from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
-from ..remote._future import WaitEnded
+from ..remote._waiting import WaitEnded
 from ._client import ClientSource
 from ._concurrent import construct
 from ._errors import (
@@ -37,7 +39,8 @@ from ._errors import (
     is_unreachable,
     unavailable,
 )
-from ._watch import WorkerWatch
+from ._io_loop import on_io_loop
+from ._watch import WorkerWatch, worker_gone
 
 __all__ = ["DaskActorSession", "DaskActorSessionCreator"]
 
@@ -87,7 +90,7 @@ class DaskActorSession(RemoteActorSession):
         except (OSError, RuntimeError) as exc:
             if is_unreachable(exc):
                 if watch is not None and address is not None:
-                    watch.lost(address)
+                    await watch.suspect(address, self._worker_gone)
                 raise unavailable(repr(self), DaskActorLostError(str(exc))) from exc
             self._check_alive(exc)
             raise
@@ -104,6 +107,15 @@ class DaskActorSession(RemoteActorSession):
         if watch is not None and address is not None and watch.lost_since(address, self._made):
             lost = DaskActorLostError(f"the worker {address} holding {self._label} was lost")
             raise unavailable(repr(self), lost) from (cause or lost)
+
+    async def _worker_gone(self) -> bool:
+        """Whether the worker holding the actor is gone (asked on the client's IO loop; a
+        client closed meanwhile cannot ask: taken as gone)."""
+        assert self._address is not None
+        try:
+            return bool(await on_io_loop(self._client.loop, worker_gone(self._client, self._address)))
+        except ClosedClientError:
+            return True
 
     def _end(self) -> None:
         self._future.release()

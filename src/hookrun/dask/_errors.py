@@ -13,16 +13,16 @@ and cancellations propagate unchanged.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
 from distributed import Client, Future
 from distributed.client import ClosedClientError, FutureCancelledError
 from distributed.comm.core import CommClosedError
 
-from ..remote._future import Waiting, wait_future
 from ..remote._lost import unavailable
+from ..remote._waiting import Waiting
+from ._io_loop import on_io_loop
 
 __all__ = [
     "RECOVERABLE_ERRORS",
@@ -30,7 +30,6 @@ __all__ = [
     "await_actor_call",
     "await_dask",
     "is_recoverable",
-    "on_io_loop",
     "unavailable",
 ]
 
@@ -87,40 +86,12 @@ async def await_actor_call(
 ) -> Any:
     """Make an actor call (``call()`` returns its ``ActorFuture``) and await its value.
 
-    The ``ActorFuture`` is awaited by a coroutine on the client's IO loop, which the
-    bridge awaits; cancelling the caller cancels that coroutine (Dask cannot stop
-    the running method itself) and calls ``on_cancel``. While it waits the call is in
+    The ``ActorFuture`` is awaited on the client's IO loop (``on_io_loop``); cancelling
+    the caller calls ``on_cancel`` and cancels that wait (Dask cannot stop the running
+    method itself). While it waits the call is in
     ``waits`` (if given), where ending it cancels it and raises ``WaitEnded``.
     """
-    actor_future = call()
-
-    async def result() -> Any:
-        return await actor_future
-
-    return await on_io_loop(client.loop, result(), cancel=on_cancel, waits=waits)
-
-
-async def on_io_loop(
-    loop: Any, coroutine: Coroutine[Any, Any, Any], *, cancel: Callable[[], object] | None = None,
-    waits: set[Waiting] | None = None,
-) -> Any:
-    """Run ``coroutine`` on a Dask client's IO loop (``loop``: a tornado IOLoop over an
-    asyncio loop) and await its result through the engine-free bridge: one hand-off
-    there and one back. Cancelling the caller calls ``cancel`` first, then cancels the
-    coroutine; while it waits the call is in ``waits`` (if given), where ending it does
-    the same and raises ``WaitEnded``. A closed IO loop is ``ClosedClientError``."""
-    try:
-        waiting = asyncio.run_coroutine_threadsafe(coroutine, loop.asyncio_loop)
-    except RuntimeError as exc:  # the client's IO loop is closed
-        coroutine.close()
-        raise ClosedClientError(f"the Dask client's IO loop is closed ({exc})") from exc
-
-    def stop() -> None:
-        if cancel is not None:
-            cancel()
-        waiting.cancel()
-
-    return await wait_future(waiting, stop, waits)
+    return await on_io_loop(client.loop, call(), cancel=on_cancel, waits=waits)
 
 
 def is_unreachable(exc: BaseException) -> bool:

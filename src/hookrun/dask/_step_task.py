@@ -27,7 +27,8 @@ from typing import Any
 
 from distributed import Client, Future
 
-from ._errors import await_dask, is_recoverable, on_io_loop, unavailable
+from ._errors import await_dask, is_recoverable, unavailable
+from ._io_loop import on_io_loop
 
 __all__ = ["run_task"]
 

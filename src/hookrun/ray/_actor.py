@@ -26,7 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from .._errors import UnavailableError
 from .._log import logger
 from ..remote._actor_session import RemoteActorSession, RemoteActorSessionCreator, check_step_method
-from ..remote._future import WaitEnded
+from ..remote._waiting import WaitEnded
 from ._errors import await_ref
 from ._placement import NodeWatch, node_of_actor
 from ._runtime import RayLease
@@ -50,6 +50,7 @@ class RayActorSession(RemoteActorSession):
 
     def __init__(self, actor: Any, method: str, label: str, *, node: str | None = None, watch: NodeWatch | None = None) -> None:
         super().__init__(actor, method, label)
+        self._step = getattr(actor, method)  # bound once: Ray binds a new method object per lookup
         self.node = node
         self._watch = watch
         # The calls waiting on this node's actors: the watch ends them if the node is gone.
@@ -58,11 +59,10 @@ class RayActorSession(RemoteActorSession):
     async def _call(
         self, fetches: list[Hashable], feed_dict: dict[Any, Any], tags: dict[str, Any] | None
     ) -> Sequence[Any]:
-        call = getattr(self.actor, self._method)
         if tags:
-            ref = call.remote(fetches, feed_dict, tags=tags)
+            ref = self._step.remote(fetches, feed_dict, tags=tags)
         else:
-            ref = call.remote(fetches, feed_dict)
+            ref = self._step.remote(fetches, feed_dict)
         waits = self._waits
         if waits is None:
             return cast("Sequence[Any]", await await_ref(ref, self))

@@ -22,8 +22,9 @@ from ray.exceptions import (
     WorkerCrashedError,
 )
 
-from ..remote._future import Waiting, wait_future
+from ..remote._future import wait_future
 from ..remote._lost import unavailable
+from ..remote._waiting import Waiting
 
 __all__ = ["RECOVERABLE_ERRORS", "await_ref", "is_recoverable"]
 

@@ -26,7 +26,7 @@ import anyio
 import ray
 
 from .._log import logger
-from ..remote._future import PlacedWaits, Waiting
+from ..remote._waiting import PlacedWaits, Waiting
 
 __all__ = ["RECHECK", "NodeWatch", "node_of_actor"]
 #: Seconds a probe of a suspect node's raylet stands for.

@@ -5,6 +5,9 @@ modules beside it hold the logic that the Ray and Dask adapters (``hookrun.ray``
 ``hookrun.dask``) share, so that each adapter only speaks its engine:
 
 * ``_future``: ``await_future``, the one bridge from an engine's future to anyio;
+* ``_waiting``: a task parked until remote work is done, woken from any thread in
+  batches (one hand-off to the event loop for the calls done together), and the
+  calls waiting on one place (a node, a worker), to end together;
 * ``_shared_step``: the shared step counter's actor (its value, the waiters parked on
   it, waking them in order of their target, withdrawing one);
 * ``_counter``: the client of a shared counter (validation, joining the actor once,

@@ -1,0 +1,112 @@
+"""``on_io_loop``: run a coroutine on a Dask client's IO loop and await it from any event loop.
+
+A synchronous client does its work on its own IO-loop thread (a tornado IOLoop over
+an asyncio loop). hookrun hands that loop the coroutine of a step (submit a task and
+fetch its result, an actor call) and is woken when it is done: one hand-off there,
+one back. The coroutine runs as a task of the IO loop whose end wakes the caller's
+parked wait (``hookrun.remote._waiting``) itself, where
+``asyncio.run_coroutine_threadsafe`` would add a ``concurrent.futures.Future`` (a
+lock and a condition) and two more callbacks per step on the IO thread.
+
+Invariants: an awaitable handed over is awaited or closed, never dropped unawaited;
+once the caller is cancelled (or its wait ended) the IO loop's task is cancelled, or
+never started if it had not started yet, after ``cancel`` was called; the
+awaitable's exception is re-raised in the caller as it is (a cancellation on the IO
+loop as ``concurrent.futures.CancelledError``, never as the caller's own
+cancellation); a closed IO loop is ``ClosedClientError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from distributed.client import ClosedClientError
+
+from ..remote._waiting import Waiting, park
+
+__all__ = ["on_io_loop"]
+
+
+class _OnIoLoop(Waiting):
+    """The caller's wait, and the IO loop's task that ends it (see the module docstring)."""
+
+    __slots__ = ("_io_loop", "_stopped", "_task", "done", "error", "value")
+
+    def __init__(self, io_loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._io_loop = io_loop
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def start(self, awaitable: Awaitable[Any]) -> None:
+        """On the IO loop: run ``awaitable`` unless the caller stopped waiting first."""
+        if self._stopped:
+            _close(awaitable)
+        else:
+            self._task = self._io_loop.create_task(self._run(awaitable))
+
+    async def _run(self, awaitable: Awaitable[Any]) -> None:
+        try:
+            self.value = await awaitable
+        except BaseException as exc:  # the caller's to raise (a cancellation too: stop())
+            self.error = exc
+        finally:
+            self.done = True
+            self.wake()
+
+    def is_done(self) -> bool:
+        return self.done
+
+    def stop(self) -> None:
+        """On the caller's thread: cancel the IO loop's task (or keep it from starting)."""
+        self._stopped = True
+        with contextlib.suppress(RuntimeError):  # the IO loop is closed: nothing runs there any more
+            self._io_loop.call_soon_threadsafe(self._cancel)
+
+    def _cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+async def on_io_loop(
+    loop: Any, awaitable: Awaitable[Any], *, cancel: Callable[[], object] | None = None,
+    waits: set[Waiting] | None = None,
+) -> Any:
+    """Await ``awaitable`` (a coroutine, an ``ActorFuture``) on a Dask client's IO loop
+    (``loop``: a tornado IOLoop over an asyncio loop) and return its result. Cancelling
+    the caller calls ``cancel`` first, then cancels it there; while it waits the call is
+    in ``waits`` (if given), where ending it does the same and raises ``WaitEnded``. A
+    closed IO loop is ``ClosedClientError``."""
+    io_loop: asyncio.AbstractEventLoop = loop.asyncio_loop
+    waiting = _OnIoLoop(io_loop)
+    try:
+        io_loop.call_soon_threadsafe(waiting.start, awaitable)
+    except RuntimeError as exc:  # the client's IO loop is closed
+        _close(awaitable)
+        raise ClosedClientError(f"the Dask client's IO loop is closed ({exc})") from exc
+
+    def stop() -> None:
+        if cancel is not None:
+            cancel()
+        waiting.stop()
+
+    await park(waiting, waits, waiting.is_done, stop, awaitable)
+    error = waiting.error
+    if error is None:
+        return waiting.value
+    if isinstance(error, asyncio.CancelledError):  # not the caller's cancellation
+        raise concurrent.futures.CancelledError() from error
+    raise error
+
+
+def _close(awaitable: Awaitable[Any]) -> None:
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()
