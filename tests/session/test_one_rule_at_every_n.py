@@ -5,6 +5,7 @@ re-created. Each test runs with one lane and with several."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -249,3 +250,139 @@ async def test_a_session_made_after_the_close_reaches_no_hook(max_in_flight: int
     assert log.index("closed") == len(log) - 1 or all(
         not entry.startswith("after_create_session") for entry in log[log.index("closed"):]
     )
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 2, 4])
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_a_stop_asked_in_after_run_ends_iterate_waiting_for_a_quiet_feed(max_in_flight: int, ordered: bool) -> None:
+    """A hook asks to stop in ``after_run`` while the next feed of an async source is not
+    there yet: ``iterate()`` ends without waiting for the source (which never yields again)."""
+
+    class StopAfterFirst:
+        overlapping_steps = True
+
+        def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+            run_context.request_stop()
+
+    async def feeds() -> Any:
+        yield {"x": 1}
+        await anyio.sleep_forever()
+        yield {"x": 2}  # pragma: no cover - never reached
+
+    async with MonitoredSession(lambda: StepSession(_echo), [StopAfterFirst()], max_in_flight=max_in_flight) as sess:
+        with anyio.fail_after(LIMIT):
+            async with contextlib.aclosing(feeds()) as source:
+                assert [y async for y in sess.iterate("y", source, ordered=ordered)] == [1]
+        assert sess.should_stop()
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+@pytest.mark.parametrize("error", [anyio.EndOfStream, ValueError])
+@pytest.mark.parametrize("source", ["sync", "async"])
+async def test_an_error_of_the_feeds_iterator_is_raised_after_the_results_before_it(
+    max_in_flight: int, error: type[Exception], source: str
+) -> None:
+    """Even a clean-stop error (``EndOfStream``) of the feeds' own iterator is raised in its
+    place, as with one lane: only a step's clean stop ends the loop quietly."""
+
+    def sync_feeds() -> Any:
+        yield {"x": 1}
+        yield {"x": 2}
+        raise error("feeds broke")
+
+    async def async_feeds() -> Any:
+        for feed in sync_feeds():
+            yield feed
+
+    seen: list[Any] = []
+    async with MonitoredSession(lambda: StepSession(_echo), max_in_flight=max_in_flight) as sess:
+        with anyio.fail_after(LIMIT), pytest.raises(error):
+            async for y in sess.iterate("y", sync_feeds() if source == "sync" else async_feeds()):
+                seen.append(y)
+        assert seen == [1, 2]
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+async def test_a_step_function_recovered_hands_the_lost_number_out_again(max_in_flight: int) -> None:
+    """A step function's hooked run loses its session: the step function is called again
+    and its next hooked run has the number the lost one had, so ``StopAtStepHook`` stops
+    after exactly ``last_step`` steps, as with one lane."""
+    hook = Phases()
+    runs = {"n": 0}
+
+    class Raw:
+        async def run(self, fetches: Any, feeds: Any, options: Any, metadata: Any) -> list[Any]:
+            await anyio.sleep(0.001)
+            runs["n"] += 1
+            if runs["n"] == 2:
+                raise UnavailableError("lost")
+            return [1 for _ in fetches]
+
+    async def create() -> Raw:
+        return Raw()
+
+    async with MonitoredSession(
+        create, [StopAtStepHook(last_step=3), hook], max_in_flight=max_in_flight, retry=NO_WAIT
+    ) as sess:
+
+        async def step_fn(ctx: StepContext) -> None:
+            while not sess.should_stop():
+                await ctx.run_with_hooks("y")
+
+        with anyio.fail_after(LIMIT):
+            await sess.run_step_fn(step_fn)
+        assert await sess.step_counter.get() == 3
+    assert [entry for entry in hook.log if entry[0] == "after_run"] == [("after_run", 1), ("after_run", 2), ("after_run", 3)]
+    assert sess.statistics().steps == 3
+
+
+class _ReadOnly(dict):  # type: ignore[type-arg]
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError("read-only")
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+async def test_a_dict_class_that_refuses_a_copy_is_fed_as_it_is(max_in_flight: int) -> None:
+    feeds = [_ReadOnly({"x": 1}), _ReadOnly({"x": 2})]
+    async with MonitoredSession(lambda: StepSession(_echo), max_in_flight=max_in_flight) as sess:
+        with anyio.fail_after(LIMIT):
+            assert [y async for y in sess.iterate("y", feeds)] == [1, 2]
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+async def test_a_close_during_a_re_creation_keeps_the_loss_as_the_cause(max_in_flight: int) -> None:
+    made: list[Any] = []
+
+    class Raw:
+        def __init__(self) -> None:
+            self.fail = False
+
+        async def run(self, fetches: Any, feeds: Any, options: Any, metadata: Any) -> list[Any]:
+            if self.fail:
+                raise UnavailableError("lost")
+            return [0 for _ in fetches]
+
+        async def aclose(self) -> None:
+            pass
+
+    async def creator() -> Raw:
+        if len(made) >= max_in_flight:
+            await anyio.sleep(0.2)  # the re-creation is slow
+        raw = Raw()
+        made.append(raw)
+        return raw
+
+    sess = MonitoredSession(creator, max_in_flight=max_in_flight, retry=NO_WAIT)
+    with anyio.fail_after(LIMIT):
+        async with sess:
+            made[0].fail = True
+
+            async def closer() -> None:
+                await anyio.sleep(0.05)
+                await sess.aclose()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(closer)
+                with pytest.raises(SessionClosedError) as caught:
+                    await sess.run("y")
+    assert isinstance(caught.value.__cause__, UnavailableError)

@@ -154,7 +154,8 @@ class _Pipeline(StepIterator):
                     return slot.results
                 pending.remove(slot)
                 if slot.error is not None:
-                    if isinstance(slot.error, CLEAN_STOP_TYPES):
+                    # A step's clean stop ends the loop; the feeds' own error (no step) is raised.
+                    if slot.step is not None and isinstance(slot.error, CLEAN_STOP_TYPES):
                         self._exhausted = True
                         continue
                     raise slot.error
@@ -254,6 +255,9 @@ class _Pipeline(StepIterator):
                     finally:
                         if again is None:  # the step is over: wake the iterating task if it waits for it
                             slot.done = True
+                            waiting = self._waiting
+                            if waiting is not None and engine.s.should_stop():  # its hooks asked to stop:
+                                waiting.cancel()  # the admission waiting for a feed gives up
                             if not self._ordered or self._exhausted or self._pending[0] is slot:
                                 self._wakeup()
                     running = False

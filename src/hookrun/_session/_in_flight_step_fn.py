@@ -91,3 +91,6 @@ class _LaneOwner:
             if sub.number:
                 engine.turn.done(sub.number)
             engine.unhold(sub)
+            steps = engine.steps
+            if len(steps) == 1 and self.step in steps:  # nothing else in flight: as ``end`` does,
+                engine._next = None  # the next number comes from the counter (a number given up is handed out again)

@@ -141,8 +141,14 @@ class StepIterator:
                 f"{_short(feed)}; each item must be a feed dict (a mapping) or None"
             )
         # A dict of its own class is copied as such (an ``OrderedDict``, a ``defaultdict``
-        # with its factory); any other mapping is read-only by its protocol.
-        return copy.copy(feed) if self._copy_feeds and isinstance(feed, dict) else feed
+        # with its factory); any other mapping is read-only by its protocol, and so is a
+        # dict class that refuses to be copied (one whose ``__setitem__`` raises).
+        if self._copy_feeds and isinstance(feed, dict):
+            try:
+                return copy.copy(feed)
+            except Exception:
+                return feed
+        return feed
 
 
 _SWAPPED = (

@@ -179,6 +179,8 @@ class LaneSessions:
                 await self.create(lane, budget)
             except BaseException as exc:
                 lane.broken = exc
+                if isinstance(exc, SessionClosedError) and exc.__cause__ is None:
+                    exc.__cause__ = cause  # closed meanwhile: the loss it was re-created for
                 raise
             lane.broken = None
         finally:
