@@ -21,7 +21,7 @@ With many steps in flight the objects each one keeps while its run waits are wha
 garbage collector walks over and over (with 1024 steps of 10 ms in flight it took a
 quarter of the driver's time on asyncio, against a twentieth for the hand-written
 loop): so no coroutine waits with the raw run but ``step_body``, the fetch layout is
-the session's (``FetchLayout``, shared by the steps), and the step's mark on the
+its lane's (``Lane.layout_for``: shared by the steps on it), and the step's mark on the
 context (``STEPS``) is restored without a token. A step's errors are counted
 (``count_failure``) where the phase they came from is known.
 
@@ -291,7 +291,7 @@ async def finish_step(self: InFlight, step: Step, returned: Any) -> Any:
             step.where = "after_run"
             if step.counted is None:  # to its number, past the numbers given up before it
                 moves, local = step.number - self._counted, s._local
-                step.counted = local.increment_nowait(moves) if local is not None else await s._counter.increment(moves)
+                step.counted = local.increment_nowait(moves) if local is not None else await s._setup.counter.increment(moves)
                 self._counted = step.number  # once it moved: a failed move is made again
             after = stats.after if step.sampled else s._after
             if after.calls:  # the after_run phase
@@ -331,10 +331,11 @@ def start_before(self: InFlight, step: Step) -> Any:
         step.ctx.ended = True
     step.ctx = ctx = InFlightRunContext((fetches, feed_dict, options), step.lane.raw, step.number - 1, s._on_stop)
     step.metadata = metadata = RunMetadata() if run_metadata is None else run_metadata
-    if s._step_hooks:  # entered here, in the task and context the whole step runs in
+    step_hooks = s._setup.step_hooks
+    if step_hooks:  # entered here, in the task and context the whole step runs in
         contexts = ExitStack()
         step.contexts = contexts
-        for hook in s._step_hooks:
+        for hook in step_hooks:
             contexts.enter_context(hook.step_context(ctx, metadata))
     step.where = "before_run"
     stats.steps = count = stats.steps + 1
@@ -359,12 +360,11 @@ def end_before(self: InFlight, step: Step, requests: list[Any] | None) -> None:
     run fetches and feeds."""
     fetches, feed_dict, _, _ = step.args
     s, merged = self.s, step.merged
-    # The session's fetch layout, reused while the step asks for what the last one did:
-    # its keys and shapes are shared by the steps in flight, not made anew by each.
+    # The lane's fetch layout, reused while the step asks for what the last one on it did.
     if requests is not None and requests.count(None) != len(requests):  # feeds and options merged too
-        step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(fetches, feed_dict, merged, requests)
+        step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(step.lane, fetches, feed_dict, merged, requests)
     else:  # no hook asked for anything: the layout alone (``_gather`` without its merge)
-        layout = s._layout_for(fetches, self.no_requests)
+        layout = step.lane.layout_for(fetches, s._before.calls, self.no_requests)
         step.keys, step.shape, step.shapes, step.feeds = layout.keys, layout.caller_shape, None, feed_dict
     if step.trace is not None and not merged.trace:
         del step.trace[:]
