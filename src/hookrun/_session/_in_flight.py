@@ -161,7 +161,7 @@ class InFlight:
         if step.number:
             self.turn.done(step.number)
         if step.ctx is not None:
-            step.ctx.ended = True  # a periodic hook forgets what it expected of the step
+            step.ctx._ended = True  # a periodic hook forgets what it expected of the step
         if self._held is step:
             self.unhold(step)
         self.steps.discard(step)

@@ -46,7 +46,8 @@ from .._dispatch._merge import DEFAULT_OPTIONS, check_options
 from .._errors import CLEAN_STOP_TYPES
 from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
 from .._inside import STEPS_GET, STEPS_SET
-from ._stepping import NO_FEEDS, _after_run_args, _checked, _raw_run
+from ._raw import check_values
+from ._stepping import NO_FEEDS, _after_run_args, _raw_run
 
 if TYPE_CHECKING:
     from ._in_flight import InFlight
@@ -264,7 +265,10 @@ def start_run(self: InFlight, step: Step) -> Awaitable[Any]:
         raise self.cancelled_error(step)
     if step.sampled:
         step.run_started = self.s._stats.clock()
-    return _raw_run(self.s, step.lane.raw, step.keys, step.feeds or NO_FEEDS, step.merged, metadata)
+    s, merged = self.s, step.merged
+    if merged is DEFAULT_OPTIONS and not s._setup.retry_on:  # ``_raw_run``'s common case, inlined
+        return step.lane.raw.run(step.keys, step.feeds or NO_FEEDS, merged, metadata)  # type: ignore[no-any-return]
+    return _raw_run(s, step.lane.raw, step.keys, step.feeds or NO_FEEDS, merged, metadata)
 
 
 async def finish_step(self: InFlight, step: Step, returned: Any) -> Any:
@@ -274,7 +278,9 @@ async def finish_step(self: InFlight, step: Step, returned: Any) -> Any:
     s, lock = self.s, self._lock
     stats = s._stats
     try:
-        values = _checked(step.lane.raw, step.keys, returned)
+        values, keys = returned, step.keys
+        if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+            values = check_values(step.lane.raw, keys, values)
         if step.sampled:
             step.run_seconds = stats.clock() - step.run_started
         results = None if step.shape is None else _nest.pack(step.shape, values)
@@ -298,7 +304,11 @@ async def finish_step(self: InFlight, step: Step, returned: Any) -> Any:
                 merged, metadata = step.merged, step.metadata
                 assert metadata is not None and step.ctx is not None
                 nothing = _new_tuple(SessionRunValues, (None, merged, metadata, step.counted))
-                args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
+                shapes = step.shapes
+                args = (
+                    [(step.ctx, nothing)] * len(after.calls) if shapes is None  # none fetched anything
+                    else _after_run_args(after.calls, step.ctx, shapes, values, nothing)
+                )
                 started = s._dispatcher.start(after, args, step.scope, metadata.timings if merged.trace else None)
                 if type(started) is not list:  # a call suspended
                     await started
@@ -328,7 +338,7 @@ def start_before(self: InFlight, step: Step) -> Any:
     s, stats = self.s, self.s._stats
     fetches, feed_dict, options, run_metadata = step.args
     if step.ctx is not None:  # a re-run: the attempt before it is over
-        step.ctx.ended = True
+        step.ctx._ended = True
     step.ctx = ctx = InFlightRunContext((fetches, feed_dict, options), step.lane.raw, step.number - 1, s._on_stop)
     step.metadata = metadata = RunMetadata() if run_metadata is None else run_metadata
     step_hooks = s._setup.step_hooks

@@ -152,7 +152,7 @@ class Stepping(SessionAttributes):
                 del metadata.timings[:]  # timed in case a hook asked for a trace; none did
             if sampled:
                 run_started = stats.clock()
-            try:  # _raw_run, inlined (as _checked below): a step after a wait pays for every call
+            try:  # _raw_run, inlined (as the check of the values below): a step after a wait pays for every call
                 if merged is DEFAULT_OPTIONS and not self._setup.retry_on:
                     values = await raw.run(keys, feeds or NO_FEEDS, merged, metadata)
                 else:
@@ -231,7 +231,8 @@ def _raw_run(
 ) -> Awaitable[Any]:
     """The raw session's run of one step, to be awaited by the step itself (a coroutine
     layer of its own would cost about 0.1 us a step); the step checks the values it
-    returns: one per key (``_checked``). The steps that inline the common case (default
+    returns: one per key (``check_values``, when they are not a list or tuple of as
+    many). The steps that inline the common case (default
     options, no ``retry_on``) call ``raw.run`` themselves and this otherwise."""
     if session._setup.retry_on:
         return run_retrying(session, raw, keys, feeds, options, metadata)
@@ -268,13 +269,6 @@ async def run_retrying(
             if not again:
                 raise
             stats.step_retries += 1
-
-
-def _checked(raw: Any, keys: Sequence[Hashable], values: Any) -> Sequence[Any]:
-    """The raw session's values, checked against the keys."""
-    if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-        values = check_values(raw, keys, values)
-    return values  # type: ignore[no-any-return]
 
 
 async def _run_with_options(
