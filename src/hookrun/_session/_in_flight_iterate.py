@@ -292,8 +292,7 @@ class _Pipeline(StepIterator):
         s = engine.s
         step: Step | None = None
         try:
-            # Open with its coordinator not stopped: nothing to stop, asked of nothing else;
-            # otherwise the session says (a recoverable error the coordinator holds is no stop).
+            # open, its coordinator not stopped: no stop; else the session says why (or that a held error recovers)
             if self._exhausted or ((s._state is not _OPEN or s._coord.should_stop()) and s.should_stop()):
                 self._exhausted = True
             elif not self._async_items and engine.free():  # neither the feed nor the lane waits
