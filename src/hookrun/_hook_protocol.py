@@ -292,17 +292,19 @@ class InFlightRunContext(SessionRunContext):
     new context). A plain :class:`SessionRunContext` is one step at a time's: no other step
     is in flight during it."""
 
-    __slots__ = ("ended",)
+    __slots__ = ("_ended",)
 
-    def __init__(
-        self,
-        original_args: SessionRunArgs | tuple[Any, Any, Any],
-        session: Any,
-        global_step: int = 0,
-        on_stop: Callable[[], None] | None = None,
-    ) -> None:
-        super().__init__(original_args, session, global_step, on_stop)
-        self.ended = False
+    # No constructor of its own: a step in flight makes its context with one call
+    # (``SessionRunContext.__init__``); the engine sets ``_ended`` when the step is over.
+    _ended: bool
+
+    @property
+    def ended(self) -> bool:
+        """Whether the step is over, however it ended."""
+        try:
+            return self._ended
+        except AttributeError:  # not set: the step goes on
+            return False
 
 
 class SessionRunValues(NamedTuple):

@@ -341,7 +341,7 @@ async def run_lanes(sc: LaneScenario) -> LaneObserved:
             finally:
                 finished.set()
     tasks_after = len(anyio.get_running_tasks())
-    counter = getattr(sess._counter, "value", -1)
+    counter = getattr(sess.step_counter, "value", -1)
     return LaneObserved(
         world.log, yielded, outcomes, exit_, int(counter), creator.sessions, baseline, tasks_after,
         stuck=out["stuck"], releases=out["releases"],

@@ -324,7 +324,7 @@ def _snapshot(sess: MonitoredSession | SingularMonitoredSession, creator: Script
 
 
 def _counter(sess: MonitoredSession | SingularMonitoredSession) -> int:
-    value = getattr(sess._counter, "value", None)
+    value = getattr(sess.step_counter, "value", None)
     assert isinstance(value, int)
     return value
 

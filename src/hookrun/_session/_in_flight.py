@@ -65,7 +65,7 @@ class InFlight:
         self.s = session
         self.n = n
         #: The lanes and their raw sessions, the coordinator and the phase lock: the session's.
-        self.sessions: LaneSessions = session._sessions
+        self.sessions: LaneSessions = session._setup.sessions
         self.lanes = self.sessions.lanes
         self.wakers = Wakers()  # for the lanes, the turnstile, the iterators and their runners
         self.pool = LanePool(self.lanes, self.wakers)
@@ -161,7 +161,7 @@ class InFlight:
         if step.number:
             self.turn.done(step.number)
         if step.ctx is not None:
-            step.ctx.ended = True  # a periodic hook forgets what it expected of the step
+            step.ctx._ended = True  # a periodic hook forgets what it expected of the step
         if self._held is step:
             self.unhold(step)
         self.steps.discard(step)
@@ -256,7 +256,7 @@ class InFlight:
                     return False
                 if self._next is None:
                     local = s._local
-                    value = local.value if local is not None else await step_at_start(s._counter)
+                    value = local.value if local is not None else await step_at_start(s._setup.counter)
                     self._counted = value
                     self._next = value + 1
                     self.turn.restart(self._next)

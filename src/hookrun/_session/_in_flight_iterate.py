@@ -62,12 +62,15 @@ from .._errors import CLEAN_STOP_TYPES
 from ._in_flight_step import Rescope, Slot, step_body
 from ._iterate import StepIterator
 from ._runners import InContext, ParkedJobs, StepRunners
+from ._state import State
 
 if TYPE_CHECKING:
     from ._in_flight import InFlight
     from ._in_flight_step import Step
 
 __all__ = ["InFlightIterator"]
+
+_OPEN = State.OPEN  # read at each admission: a module global is cheaper than an enum attribute
 
 
 class InFlightIterator(StepIterator):
@@ -290,9 +293,11 @@ class _Pipeline(StepIterator):
         ``step_body`` admits (the admission ends there); ``None``: nothing to admit
         (the admission ends here)."""
         engine = self._engine
+        s = engine.s
         step: Step | None = None
         try:
-            if self._exhausted or engine.s.should_stop():
+            # open, its coordinator not stopped: no stop; else the session says why (or that a held error recovers)
+            if self._exhausted or ((s._state is not _OPEN or s._coord.should_stop()) and s.should_stop()):
                 self._exhausted = True
             elif not self._async_items and engine.free():  # neither the feed nor the lane waits
                 step = engine.take_free_lane((self._fetches, self._take_feed(), None, None), scope)

@@ -21,7 +21,7 @@ With many steps in flight the objects each one keeps while its run waits are wha
 garbage collector walks over and over (with 1024 steps of 10 ms in flight it took a
 quarter of the driver's time on asyncio, against a twentieth for the hand-written
 loop): so no coroutine waits with the raw run but ``step_body``, the fetch layout is
-the session's (``FetchLayout``, shared by the steps), and the step's mark on the
+its lane's (``Lane.layout_for``: shared by the steps on it), and the step's mark on the
 context (``STEPS``) is restored without a token. A step's errors are counted
 (``count_failure``) where the phase they came from is known.
 
@@ -46,7 +46,8 @@ from .._dispatch._merge import DEFAULT_OPTIONS, check_options
 from .._errors import CLEAN_STOP_TYPES
 from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
 from .._inside import STEPS_GET, STEPS_SET
-from ._stepping import NO_FEEDS, _after_run_args, _checked, _raw_run
+from ._raw import check_values
+from ._stepping import NO_FEEDS, _after_run_args, _raw_run
 
 if TYPE_CHECKING:
     from ._in_flight import InFlight
@@ -264,7 +265,10 @@ def start_run(self: InFlight, step: Step) -> Awaitable[Any]:
         raise self.cancelled_error(step)
     if step.sampled:
         step.run_started = self.s._stats.clock()
-    return _raw_run(self.s, step.lane.raw, step.keys, step.feeds or NO_FEEDS, step.merged, metadata)
+    s, merged = self.s, step.merged
+    if merged is DEFAULT_OPTIONS and not s._setup.retry_on:  # ``_raw_run``'s common case, inlined
+        return step.lane.raw.run(step.keys, step.feeds or NO_FEEDS, merged, metadata)  # type: ignore[no-any-return]
+    return _raw_run(s, step.lane.raw, step.keys, step.feeds or NO_FEEDS, merged, metadata)
 
 
 async def finish_step(self: InFlight, step: Step, returned: Any) -> Any:
@@ -274,7 +278,9 @@ async def finish_step(self: InFlight, step: Step, returned: Any) -> Any:
     s, lock = self.s, self._lock
     stats = s._stats
     try:
-        values = _checked(step.lane.raw, step.keys, returned)
+        values, keys = returned, step.keys
+        if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
+            values = check_values(step.lane.raw, keys, values)
         if step.sampled:
             step.run_seconds = stats.clock() - step.run_started
         results = None if step.shape is None else _nest.pack(step.shape, values)
@@ -291,14 +297,18 @@ async def finish_step(self: InFlight, step: Step, returned: Any) -> Any:
             step.where = "after_run"
             if step.counted is None:  # to its number, past the numbers given up before it
                 moves, local = step.number - self._counted, s._local
-                step.counted = local.increment_nowait(moves) if local is not None else await s._counter.increment(moves)
+                step.counted = local.increment_nowait(moves) if local is not None else await s._setup.counter.increment(moves)
                 self._counted = step.number  # once it moved: a failed move is made again
             after = stats.after if step.sampled else s._after
             if after.calls:  # the after_run phase
                 merged, metadata = step.merged, step.metadata
                 assert metadata is not None and step.ctx is not None
                 nothing = _new_tuple(SessionRunValues, (None, merged, metadata, step.counted))
-                args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
+                shapes = step.shapes
+                args = (
+                    [(step.ctx, nothing)] * len(after.calls) if shapes is None  # none fetched anything
+                    else _after_run_args(after.calls, step.ctx, shapes, values, nothing)
+                )
                 started = s._dispatcher.start(after, args, step.scope, metadata.timings if merged.trace else None)
                 if type(started) is not list:  # a call suspended
                     await started
@@ -328,13 +338,14 @@ def start_before(self: InFlight, step: Step) -> Any:
     s, stats = self.s, self.s._stats
     fetches, feed_dict, options, run_metadata = step.args
     if step.ctx is not None:  # a re-run: the attempt before it is over
-        step.ctx.ended = True
+        step.ctx._ended = True
     step.ctx = ctx = InFlightRunContext((fetches, feed_dict, options), step.lane.raw, step.number - 1, s._on_stop)
     step.metadata = metadata = RunMetadata() if run_metadata is None else run_metadata
-    if s._step_hooks:  # entered here, in the task and context the whole step runs in
+    step_hooks = s._setup.step_hooks
+    if step_hooks:  # entered here, in the task and context the whole step runs in
         contexts = ExitStack()
         step.contexts = contexts
-        for hook in s._step_hooks:
+        for hook in step_hooks:
             contexts.enter_context(hook.step_context(ctx, metadata))
     step.where = "before_run"
     stats.steps = count = stats.steps + 1
@@ -359,12 +370,11 @@ def end_before(self: InFlight, step: Step, requests: list[Any] | None) -> None:
     run fetches and feeds."""
     fetches, feed_dict, _, _ = step.args
     s, merged = self.s, step.merged
-    # The session's fetch layout, reused while the step asks for what the last one did:
-    # its keys and shapes are shared by the steps in flight, not made anew by each.
+    # The lane's fetch layout, reused while the step asks for what the last one on it did.
     if requests is not None and requests.count(None) != len(requests):  # feeds and options merged too
-        step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(fetches, feed_dict, merged, requests)
+        step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(step.lane, fetches, feed_dict, merged, requests)
     else:  # no hook asked for anything: the layout alone (``_gather`` without its merge)
-        layout = s._layout_for(fetches, self.no_requests)
+        layout = step.lane.layout_for(fetches, s._before.calls, self.no_requests)
         step.keys, step.shape, step.shapes, step.feeds = layout.keys, layout.caller_shape, None, feed_dict
     if step.trace is not None and not merged.trace:
         del step.trace[:]

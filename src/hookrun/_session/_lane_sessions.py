@@ -121,7 +121,7 @@ class LaneSessions:
             if s._state is State.CLOSED:  # closed by another task meanwhile: no hook sees it
                 raise self._closed_while(lane)
             if self.coord is None:
-                coord = Coordinator(step_counter=s._counter)
+                coord = Coordinator(step_counter=s._setup.counter)
                 await open_hosted(coord, s._task_group())
                 self.coord = coord
         except BaseException:

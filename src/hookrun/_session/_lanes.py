@@ -1,4 +1,5 @@
-"""The lanes of a monitored session with steps in flight: ``Lane`` (one raw session),
+"""The lanes of a monitored session: ``Lane`` (one raw session, and the fetch layout of
+its last step), and with steps in flight
 ``LanePool`` (the free lanes, handed out first come first served), ``Occupancy`` (how many
 steps were in flight and lanes occupied over time), ``Tickets`` (the steps admitted and
 not yet ended), ``PhaseLock`` (one hook phase at a time), ``Turnstile`` (lets the
@@ -14,10 +15,14 @@ through or was given up.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+from .._dispatch._merge import FetchLayout
 from .._dispatch._wake import Waker, Wakers
+
+if TYPE_CHECKING:
+    from .._dispatch._plan import Call
 
 __all__ = ["Lane", "LanePool", "Occupancy", "PhaseLock", "Tickets", "Turnstile"]
 
@@ -32,13 +37,24 @@ class Lane:
     set, so the next step on the lane replaces the session first.
     """
 
-    __slots__ = ("broken", "index", "raw", "renew")
+    __slots__ = ("broken", "index", "layout", "raw", "renew")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.raw: Any = None
         self.renew = True
         self.broken: BaseException | None = None
+        #: The fetch layout of the last step on this lane, reused while it fits (``layout_for``).
+        self.layout: FetchLayout | None = None
+
+    def layout_for(self, fetches: object, calls: Sequence[Call], requests: Sequence[Any]) -> FetchLayout:
+        """The fetch layout for the caller's ``fetches`` and the hooks' ``requests``
+        (``calls``: the before_run phase's): the last step's on this lane while they fit
+        it (its keys and shapes shared, not made anew by each step), else a new one, kept."""
+        layout = self.layout
+        if layout is None or not layout.fits(fetches, requests):
+            layout = self.layout = FetchLayout(fetches, calls, requests)
+        return layout
 
     def __repr__(self) -> str:
         state = "no session" if self.raw is None else type(self.raw).__name__ + (", failed" if self.renew else "")

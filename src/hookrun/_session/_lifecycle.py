@@ -62,7 +62,9 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from .._dispatch._plan import PhasePlan
+    from .._global_step import StepCounter
     from .._observe._statistics import Collector
+    from ._lane_sessions import LaneSessions
     from ._retry import RetryPolicy
 
 __all__ = ["Lifecycle", "Lifetime", "Setup"]
@@ -73,9 +75,13 @@ T = TypeVar("T")
 
 class Setup:
     """What the constructor fixed for entering, recovering and closing a monitored session:
-    read at entry, on a retry or a recovery and at close, never by a step that goes well."""
+    read at entry, on a retry or a recovery and at close, never by a step that goes well
+    (but a step that enters hooks' ``step_context``s or awaits a counter that is not local)."""
 
-    __slots__ = ("after_create", "begin", "create_session", "end", "exits", "grace", "recoverable", "retry", "retry_on")
+    __slots__ = (
+        "after_create", "begin", "counter", "create_session", "end", "exits", "grace", "recoverable", "retry", "retry_on",
+        "sessions", "step_hooks",
+    )
 
     def __init__(
         self,
@@ -86,7 +92,18 @@ class Setup:
         retry: RetryPolicy,
         recoverable: tuple[type[BaseException], ...],
         retry_on: tuple[type[BaseException], ...],
+        counter: StepCounter,
+        step_hooks: tuple[Any, ...],
     ) -> None:
+        #: The global step counter; a step reads the session's ``_local`` instead when it is
+        #: a ``LocalStepCounter``, and this one only when it is not (it awaits it).
+        self.counter = counter
+        #: Hooks entering a context around every step (``step_context``), read by a step
+        #: that enters them; none: no cost at all (the constructor picks a step without them).
+        self.step_hooks = step_hooks
+        #: The lanes' raw sessions and the one coordinator, at every N (``_lane_sessions.py``),
+        #: set once they exist; a step reads its lane (``_lane``) or the engine's lanes.
+        self.sessions: LaneSessions
         #: Makes the first lane's raw session (``_lane_sessions.py``).
         self.create_session = create_session
         #: ``stop_grace_period``: how long a close waits for what it closes.
@@ -143,7 +160,7 @@ class Lifecycle(SessionAttributes):
         try:
             await self._dispatcher.run(setup.begin, [()] * len(setup.begin.calls))
             if self._state is State.ENTERING:  # not closed by another task meanwhile
-                await self._sessions.create_all(setup.retry.budget())
+                await self._setup.sessions.create_all(setup.retry.budget())
             if self._state is State.CLOSED:  # another task closed it: close what was created since
                 await self._close_current(raise_errors=False)
                 raise SessionClosedError(f"{type(self).__name__} was closed while it was being entered")
@@ -222,7 +239,7 @@ class Lifecycle(SessionAttributes):
     async def _close_now(self, *, call_end: bool, error: BaseException | None) -> None:
         """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
         was, self._state = self._state, move(self._state, State.CLOSED)
-        self._sessions.backoffs.cancel()  # another task waits to retry: it stops waiting at once
+        self._setup.sessions.backoffs.cancel()  # another task waits to retry: it stops waiting at once
         if not call_end and self._busy:  # an error or a cancellation: the steps in flight end first
             await self._abandon_steps(error)
         failures: list[BaseException] = []
@@ -276,7 +293,7 @@ class Lifecycle(SessionAttributes):
     ) -> bool:
         """Wait for a step running in another task, then every hook's ``end`` (its errors go
         to ``failures``); whether ``end`` was called."""
-        if call_end and was in _OPENED and self._busy and not all(lane.renew for lane in self._sessions.lanes):
+        if call_end and was in _OPENED and self._busy and not all(lane.renew for lane in self._setup.sessions.lanes):
             # A step runs in another task (no new one starts: the state is CLOSED): end and
             # close after it, never under it. Cancelled while waiting: close without end.
             # Not for steps renewing their lanes: they stop at the close (a wait to retry is
@@ -291,7 +308,7 @@ class Lifecycle(SessionAttributes):
         if call_end and raw is None:
             # No session to end with (re-creating it failed, or it is being created in
             # another task): ``end`` never receives None.
-            broken = self._sessions.broken()
+            broken = self._setup.sessions.broken()
             if broken is not None:
                 why = f"re-creating it failed: {broken!r}"
             else:  # another task is creating it: entering, or recovering
@@ -300,7 +317,7 @@ class Lifecycle(SessionAttributes):
             call_end = False
         # Every hook either ends or hears why not: ``on_exception``, shielded (``_exits.py``).
         end = self._setup.end
-        await self._setup.exits.settle(raw, ending=call_end, exception=error or self._sessions.broken(), step=self._step_now())
+        await self._setup.exits.settle(raw, ending=call_end, exception=error or self._setup.sessions.broken(), step=self._step_now())
         if not call_end or not end.calls:
             return call_end
         # The phase's workers run in a task group of this task, not the session's: the
@@ -325,7 +342,7 @@ class Lifecycle(SessionAttributes):
     async def _close_current(self, *, raise_errors: bool) -> list[BaseException]:
         """Close the coordinator and every lane's session (shielded, bounded by the grace
         period): their errors, or logged unless ``raise_errors``."""
-        return await self._sessions.close_all(raise_errors=raise_errors)
+        return await self._setup.sessions.close_all(raise_errors=raise_errors)
 
     def _left_recoverable(self, exc: Exception) -> bool:
         """A recoverable error a background task recorded is still held as the session

@@ -95,8 +95,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         check_seconds("stop_grace_period", stop_grace_period, allow_zero=True)
         if hook_timeout is not None:
             check_seconds("hook_timeout", hook_timeout, allow_zero=False)
-        self._counter = check_step_counter(step_counter)
-        self._local = self._counter if type(self._counter) is LocalStepCounter else None
+        counter = check_step_counter(step_counter)
+        self._local = counter if type(counter) is LocalStepCounter else None
         retry = retry if retry is not None else RetryPolicy()
         if not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a hookrun.RetryPolicy, got {type(retry).__name__}")
@@ -108,25 +108,23 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         self._before, self._after = plans["before_run"], plans["after_run"]
         self._setup = Setup(
             create_session, self._stats, grace=float(stop_grace_period), retry=retry,
-            recoverable=recoverable, retry_on=retry_on,
+            recoverable=recoverable, retry_on=retry_on, counter=counter, step_hooks=step_context_hooks(self.hooks),
         )
         self._lifetime = Lifetime()
-        self._step_hooks = step_context_hooks(self.hooks)
-        self._step = self._run_in_step_contexts if self._step_hooks else self._step_body()
-        self._layout = None
+        self._step = self._run_in_step_contexts if self._setup.step_hooks else self._step_body()
         self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
         self._plain = max_in_flight == 1 and not retry_on and plain_steps(self)
         self._state = State.NEW
         self._busy = False
         self._coord = None
-        self._sessions = LaneSessions(self, session_creator, self.max_in_flight)
-        self._lane = self._sessions.lanes[0]
+        self._setup.sessions = LaneSessions(self, session_creator, self.max_in_flight)
+        self._lane = self._setup.sessions.lanes[0]
         self._on_stop = self._set_hook_stop
         # A creator that restores into the session (ChiefSessionCreator) and a hook that
         # saves it (CheckpointSaverHook) learn its hooks and counter.
         for party in (session_creator, *self.hooks):
             bind = getattr(party, "bind_session", None)
-            bound = None if bind is None else bind(self.hooks, self._counter)
+            bound = None if bind is None else bind(self.hooks, counter)
             if inspect.isawaitable(bound):
                 refuse_awaitable(
                     bound,
@@ -147,16 +145,16 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         ``max_in_flight > 1``: the first lane's that has one (also the one ``end`` receives)."""
         if self._in_flight is None:
             return self._lane.raw
-        return next((lane.raw for lane in self._sessions.lanes if lane.raw is not None), None)
+        return next((lane.raw for lane in self._setup.sessions.lanes if lane.raw is not None), None)
 
     @property
     def step_counter(self) -> StepCounter:
         """The global step counter (the one hooks reach as ``coord.step_counter``)."""
-        return self._counter
+        return self._setup.counter
 
     async def global_step(self) -> int:
         """The global step now: ``await sess.global_step()``."""
-        return await self._counter.get()
+        return await self._setup.counter.get()
 
     def statistics(self) -> SessionStatistics:
         """What this session did so far: steps, sessions, recoveries, and every hook's calls,
@@ -212,7 +210,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
     def _refuse_broken(self) -> None:
         self._admit("run()")
         raise SessionClosedError(
-            f"{type(self).__name__} has no session: re-creating it failed with {self._sessions.broken()!r}"
+            f"{type(self).__name__} has no session: re-creating it failed with {self._setup.sessions.broken()!r}"
         )
 
     def iterate(self, fetches: object = None, feeds: object = None, *, ordered: bool = True) -> StepIterator:

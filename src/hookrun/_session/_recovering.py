@@ -50,7 +50,7 @@ class Recovering(SessionAttributes):
         held = self._held_recoverable()
         if held is not None:  # recovered from now: the coordinator forgets it
             self._coord.clear_stop()  # type: ignore[union-attr]  # it holds an error: it exists
-        return await self._sessions.recover(self._lane, cause or held, budget, waited=cause is None)
+        return await self._setup.sessions.recover(self._lane, cause or held, budget, waited=cause is None)
 
     def _is_recoverable(self, exc: BaseException) -> bool:
         return isinstance(exc, self._setup.recoverable)

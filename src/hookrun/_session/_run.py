@@ -50,7 +50,7 @@ def plain_steps(session: Any) -> bool:
     with nothing entered or timed around a step and the session's own step counter (the
     constructor adds: one lane, no ``retry_on``)."""
     return bool(
-        not session._step_hooks
+        not session._setup.step_hooks
         and not session._time_before_run
         and session._local is not None
         and all(plan.plain is not None or not plan.calls for plan in (session._before, session._after))

@@ -56,12 +56,10 @@ if TYPE_CHECKING:
 
     from .._coordinator._tasks import Coordinator
     from .._dispatch._dispatcher import Dispatcher
-    from .._dispatch._merge import FetchLayout
     from .._dispatch._plan import PhasePlan
-    from .._global_step import LocalStepCounter, StepCounter
+    from .._global_step import LocalStepCounter
     from .._observe._statistics import Collector
     from ._in_flight import InFlight
-    from ._lane_sessions import LaneSessions
     from ._lanes import Lane
     from ._lifecycle import Lifetime, Setup
 
@@ -150,10 +148,9 @@ class SessionAttributes:
     __slots__ = (  # noqa: RUF023  # the ones a step reads first, not sorted
         # read by every step, in about this order
         "_state", "_busy", "_plain", "_recovers", "_stats", "_step", "_coord", "_lane", "_local", "_on_stop",
-        "_before", "_after", "_counter", "_layout", "_time_before_run",
-        "_dispatcher", "_step_hooks",
-        # the parts the session is made of, and its cold groups
-        "_sessions", "_in_flight", "_setup", "_lifetime",
+        "_before", "_after", "_time_before_run", "_dispatcher",
+        # the steps-in-flight engine, and the cold groups
+        "_in_flight", "_setup", "_lifetime",
     )
 
     #: Whether recoverable errors re-create the session (MonitoredSession) or propagate.
@@ -182,19 +179,14 @@ class SessionAttributes:
     _on_stop: Callable[[], None]
     _before: PhasePlan
     _after: PhasePlan
-    _counter: StepCounter
-    #: The last step's fetch layout, reused while it fits (``_stepping.py``).
-    _layout: FetchLayout | None
     #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
     _time_before_run: bool
     _dispatcher: Dispatcher
-    #: Hooks entering a context around every step (``step_context``); none: no cost at all.
-    _step_hooks: tuple[Any, ...]
-    #: The lanes' raw sessions and the one coordinator, at every N (``_lane_sessions.py``).
-    _sessions: LaneSessions
     #: With steps in flight, the engine the entry points go to (``_in_flight.py``).
     _in_flight: InFlight | None
-    #: What the constructor fixed for entering, recovering and closing (``_lifecycle.py``).
+    #: What the constructor fixed for entering, recovering and closing (``_lifecycle.py``):
+    #: the lanes and their raw sessions (``sessions``), the step counter when it is not
+    #: read as ``_local``, the hooks' ``step_context``s...
     _setup: Setup
     #: The task group, the close under way, and what it waits on (``_lifecycle.py``).
     _lifetime: Lifetime

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._dispatch import _nest
-from .._dispatch._merge import DEFAULT_OPTIONS, FetchLayout, check_options, merge_feeds_and_options
+from .._dispatch._merge import DEFAULT_OPTIONS, check_options, merge_feeds_and_options
 from .._dispatch._start import Suspended, call_after, call_before, drive, start_one
 from .._errors import CLEAN_STOP_TYPES, DeadlineExceededError
 from .._global_step import step_at_start
@@ -47,6 +47,7 @@ from ._state import SessionAttributes
 
 if TYPE_CHECKING:
     from .._dispatch._plan import Call
+    from ._lanes import Lane
     from ._retry import RetryBudget
 
 __all__ = ["Stepping", "step_context_hooks"]
@@ -74,11 +75,11 @@ class Stepping(SessionAttributes):
         if raw is None:
             self._refuse_broken()
         local = self._local
-        step = local.value if local is not None else await step_at_start(self._counter)
+        step = local.value if local is not None else await step_at_start(self._setup.counter)
         ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
         metadata = RunMetadata() if run_metadata is None else run_metadata
         with ExitStack() as stack:
-            for hook in self._step_hooks:
+            for hook in self._setup.step_hooks:
                 stack.enter_context(hook.step_context(ctx, metadata))
             return await self._step_body()(fetches, feed_dict, options, metadata, ctx=ctx)
 
@@ -109,7 +110,7 @@ class Stepping(SessionAttributes):
         if ctx is not None:
             step = ctx.global_step
         elif self._before.calls or self._after.calls:
-            step = local.value if local is not None else await step_at_start(self._counter)
+            step = local.value if local is not None else await step_at_start(self._setup.counter)
             ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
         else:  # no hook call needs the step's context (nor a read of a shared counter)
             step = local.value if local is not None else None
@@ -143,7 +144,7 @@ class Stepping(SessionAttributes):
                     requests = await requests
             where = "run"
             if requests is not None and requests.count(None) != len(requests):
-                keys, shape, shapes, feeds, merged = self._gather(fetches, feed_dict, merged, requests)
+                keys, shape, shapes, feeds, merged = self._gather(self._lane, fetches, feed_dict, merged, requests)
             else:  # no hook asked for anything
                 keys, shapes, feeds = [], None, feed_dict
                 shape = None if fetches is None else _nest.index(fetches, "the caller", keys, {})
@@ -151,7 +152,7 @@ class Stepping(SessionAttributes):
                 del metadata.timings[:]  # timed in case a hook asked for a trace; none did
             if sampled:
                 run_started = stats.clock()
-            try:  # _raw_run, inlined (as _checked below): a step after a wait pays for every call
+            try:  # _raw_run, inlined (as the check of the values below): a step after a wait pays for every call
                 if merged is DEFAULT_OPTIONS and not self._setup.retry_on:
                     values = await raw.run(keys, feeds or NO_FEEDS, merged, metadata)
                 else:
@@ -163,7 +164,7 @@ class Stepping(SessionAttributes):
                 run_seconds = stats.clock() - run_started
             if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
                 values = check_values(raw, keys, values)
-            after_step = local.increment_nowait(1) if local is not None else await self._counter.increment(1)
+            after_step = local.increment_nowait(1) if local is not None else await self._setup.counter.increment(1)
             where = "after_run"
             if after.calls:
                 nothing = _new_tuple(SessionRunValues, (None, merged, metadata, after_step))
@@ -193,23 +194,16 @@ class Stepping(SessionAttributes):
         return None if shape is None else _nest.pack(shape, values)
 
     def _gather(
-        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions, requests: Sequence[Any]
+        self, lane: Lane, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions,
+        requests: Sequence[Any],
     ) -> tuple[Sequence[Hashable], Any, dict[int, Any] | None, Mapping[Any, Any] | None, RunOptions]:
-        """The one run the step makes of the caller's fetches and the hooks' requests: its
-        keys, the caller's shape, each hook's shape (by hook index), the merged feeds and
-        options, when some hook asked for something. The layout of the last step is reused
-        while the requests fit it."""
-        layout = self._layout_for(fetches, requests)
+        """The one run the step on ``lane`` makes of the caller's fetches and the hooks'
+        requests: its keys, the caller's shape, each hook's shape (by hook index), the
+        merged feeds and options, when some hook asked for something. The layout of the
+        lane's last step is reused while the requests fit it."""
+        layout = lane.layout_for(fetches, self._before.calls, requests)
         feeds, merged = merge_feeds_and_options(self._before.calls, requests, feed_dict, options)
         return layout.keys, layout.caller_shape, layout.shapes or None, feeds, merged
-
-    def _layout_for(self, fetches: object, requests: Sequence[Any]) -> FetchLayout:
-        """The session's fetch layout for ``fetches`` and the hooks' ``requests``: the last
-        step's while they fit it (its keys and shapes shared), else a new one, kept."""
-        layout = self._layout
-        if layout is None or not layout.fits(fetches, requests):
-            layout = self._layout = FetchLayout(fetches, self._before.calls, requests)
-        return layout
 
 
 def _after_run_args(
@@ -237,7 +231,8 @@ def _raw_run(
 ) -> Awaitable[Any]:
     """The raw session's run of one step, to be awaited by the step itself (a coroutine
     layer of its own would cost about 0.1 us a step); the step checks the values it
-    returns: one per key (``_checked``). The steps that inline the common case (default
+    returns: one per key (``check_values``, when they are not a list or tuple of as
+    many). The steps that inline the common case (default
     options, no ``retry_on``) call ``raw.run`` themselves and this otherwise."""
     if session._setup.retry_on:
         return run_retrying(session, raw, keys, feeds, options, metadata)
@@ -274,13 +269,6 @@ async def run_retrying(
             if not again:
                 raise
             stats.step_retries += 1
-
-
-def _checked(raw: Any, keys: Sequence[Hashable], values: Any) -> Sequence[Any]:
-    """The raw session's values, checked against the keys."""
-    if (type(values) is not list and type(values) is not tuple) or len(values) != len(keys):
-        values = check_values(raw, keys, values)
-    return values  # type: ignore[no-any-return]
 
 
 async def _run_with_options(

@@ -190,7 +190,7 @@ class _InFlightStepView(_Forwarding, InFlightRunContext):
         self.call: HookCall | None = None
 
     @property  # read from the step's context, set only there
-    def ended(self) -> bool:  # type: ignore[override]
+    def ended(self) -> bool:
         ctx = self._ctx
         assert isinstance(ctx, InFlightRunContext)
         return ctx.ended
