@@ -386,3 +386,63 @@ async def test_a_close_during_a_re_creation_keeps_the_loss_as_the_cause(max_in_f
                 with pytest.raises(SessionClosedError) as caught:
                     await sess.run("y")
     assert isinstance(caught.value.__cause__, UnavailableError)
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 2, 4])
+async def test_a_stop_asked_in_a_lost_attempt_of_a_step_function_goes_with_it(max_in_flight: int) -> None:
+    """``StopAtStepHook(last_step=2)`` asks to stop in step 2's ``before_run``; step 2's run
+    then loses its session. The step function is called again and step 2 is made, as a
+    ``run()`` would make it again: the stop asked in the lost attempt does not refuse it."""
+    hook = Phases()
+    calls = {"n": 0}
+
+    async def body(feeds: Mapping[Any, Any]) -> dict[str, Any]:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise UnavailableError("lost")
+        return {"y": 1}
+
+    async with MonitoredSession(
+        lambda: StepSession(body), [StopAtStepHook(last_step=2), hook], max_in_flight=max_in_flight, retry=NO_WAIT,
+    ) as sess:
+
+        async def step_fn(ctx: StepContext) -> None:
+            while not sess.should_stop():
+                await ctx.run_with_hooks("y", {"x": 1})
+
+        with anyio.fail_after(LIMIT):
+            await sess.run_step_fn(step_fn)
+        assert await sess.step_counter.get() == 2
+        assert sess.should_stop()
+    assert [entry for entry in hook.log if entry[0] == "after_run"] == [("after_run", 1), ("after_run", 2)]
+
+
+async def test_one_hooked_run_at_a_time_holds_across_a_step_functions_recovery() -> None:
+    """With one lane, a hooked run left running by a step function attempt that was lost
+    still counts: the attempt made again cannot start a second one beside it."""
+    hook = Phases()
+    release = anyio.Event()
+
+    async def slow(feeds: Mapping[Any, Any]) -> dict[str, Any]:
+        await release.wait()
+        return {"y": 1}
+
+    attempts: list[str] = []
+    async with MonitoredSession(lambda: StepSession(slow), [hook], retry=NO_WAIT) as sess:
+        with anyio.fail_after(LIMIT):
+            async with anyio.create_task_group() as outer:
+
+                async def step_fn(ctx: StepContext) -> None:
+                    if not attempts:
+                        attempts.append("first")
+                        outer.start_soon(ctx.run_with_hooks, "y")  # outlives this attempt
+                        await anyio.wait_all_tasks_blocked()
+                        raise UnavailableError("lost while a hooked run is under way")
+                    attempts.append("again")
+                    await ctx.run_with_hooks("y")
+
+                with pytest.raises(RuntimeError, match="one step at a time"):
+                    await sess.run_step_fn(step_fn)
+                release.set()
+    assert attempts == ["first", "again"]
+    assert [entry for entry in hook.log if entry[0] == "before_run"] == [("before_run", 0)]

@@ -35,9 +35,11 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
         with step.scope:
             budget = await self.ready(step, None)
             while True:
+                open_before = s._state is State.OPEN
                 try:
                     return await step_fn(StepContext(_LaneOwner(self, step), step.lane.raw))  # type: ignore[arg-type]
                 except Exception as exc:
+                    s._drop_lost_stop(open_before, exc)
                     if not (s._recovers and s._is_recoverable(exc)) or s._state is State.CLOSED:
                         self.fail_others(step, exc)
                         raise

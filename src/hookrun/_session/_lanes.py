@@ -37,13 +37,16 @@ class Lane:
     set, so the next step on the lane replaces the session first.
     """
 
-    __slots__ = ("broken", "index", "layout", "raw", "renew")
+    __slots__ = ("broken", "hooked_run", "index", "layout", "raw", "renew")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.raw: Any = None
         self.renew = True
         self.broken: BaseException | None = None
+        #: A step function's hooked run is under way on this lane (one lane: one at a
+        #: time, whichever attempt of the step function started it).
+        self.hooked_run = False
         #: The fetch layout of the last step on this lane, reused while it fits (``layout_for``).
         self.layout: FetchLayout | None = None
 

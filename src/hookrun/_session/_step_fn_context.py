@@ -18,7 +18,7 @@ class StepContext:
     """What ``run_step_fn`` gives the step function: the raw ``session`` (runs on it
     bypass hooks), ``run_with_hooks(...)`` (a full hooked run) and ``request_stop()``."""
 
-    __slots__ = ("_owner", "_running", "_serial", "session")
+    __slots__ = ("_owner", "_serial", "session")
 
     def __init__(self, owner: _MonitoredSessionBase, session: Any, serial: bool = False) -> None:
         self._owner = owner
@@ -26,7 +26,6 @@ class StepContext:
         #: One lane (``serial``): the context's hooked runs are the session's steps, one at a
         #: time, admitted as ``run()`` is (the lanes' owner admits each of them itself).
         self._serial = serial
-        self._running = False
 
     async def run_with_hooks(
         self,
@@ -43,17 +42,18 @@ class StepContext:
             return await owner._step(fetches, feed_dict, options, run_metadata)
         if owner._state is not State.OPEN:  # a stop was requested, or a close came
             refuse_step(owner, owner._state, "run_with_hooks()")
-        if self._running:
+        lane = owner._lane
+        if lane.hooked_run:
             raise RuntimeError(
                 f"{type(owner).__name__}.run_with_hooks() called while another run_with_hooks() of this "
                 "step function is in progress (from another task); with max_in_flight=1 a monitored "
                 "session runs one step at a time"
             )
-        self._running = True
+        lane.hooked_run = True
         try:
             return await owner._step(fetches, feed_dict, options, run_metadata)
         finally:
-            self._running = False
+            lane.hooked_run = False
 
     def request_stop(self) -> None:
         """Stop after this step function: ``should_stop()`` becomes True."""
