@@ -389,10 +389,11 @@ async def test_a_close_during_a_re_creation_keeps_the_loss_as_the_cause(max_in_f
 
 
 @pytest.mark.parametrize("max_in_flight", [1, 2, 4])
-async def test_a_stop_asked_in_a_lost_attempt_of_a_step_function_goes_with_it(max_in_flight: int) -> None:
+async def test_a_stop_asked_in_a_lost_attempt_of_a_step_function_stands(max_in_flight: int) -> None:
     """``StopAtStepHook(last_step=2)`` asks to stop in step 2's ``before_run``; step 2's run
-    then loses its session. The step function is called again and step 2 is made, as a
-    ``run()`` would make it again: the stop asked in the lost attempt does not refuse it."""
+    then loses its session. The stop stands at every ``max_in_flight``: the step function
+    called again after the recovery sees ``should_stop()`` and makes no hooked run (one
+    that tried would get ``RunAfterStopError``), so no step past ``last_step`` is made."""
     hook = Phases()
     calls = {"n": 0}
 
@@ -405,16 +406,24 @@ async def test_a_stop_asked_in_a_lost_attempt_of_a_step_function_goes_with_it(ma
     async with MonitoredSession(
         lambda: StepSession(body), [StopAtStepHook(last_step=2), hook], max_in_flight=max_in_flight, retry=NO_WAIT,
     ) as sess:
+        attempts: list[bool] = []
 
         async def step_fn(ctx: StepContext) -> None:
+            attempts.append(sess.should_stop())
             while not sess.should_stop():
                 await ctx.run_with_hooks("y", {"x": 1})
 
         with anyio.fail_after(LIMIT):
             await sess.run_step_fn(step_fn)
-        assert await sess.step_counter.get() == 2
-        assert sess.should_stop()
-    assert [entry for entry in hook.log if entry[0] == "after_run"] == [("after_run", 1), ("after_run", 2)]
+            assert attempts == [False, True]
+
+            async def hooked_at_once(ctx: StepContext) -> None:
+                await ctx.run_with_hooks("y", {"x": 1})
+
+            with pytest.raises(RunAfterStopError):
+                await sess.run_step_fn(hooked_at_once)
+        assert await sess.step_counter.get() == 1
+    assert [entry for entry in hook.log if entry[0] == "after_run"] == [("after_run", 1)]
 
 
 async def test_one_hooked_run_at_a_time_holds_across_a_step_functions_recovery() -> None:
@@ -446,3 +455,21 @@ async def test_one_hooked_run_at_a_time_holds_across_a_step_functions_recovery()
                 release.set()
     assert attempts == ["first", "again"]
     assert [entry for entry in hook.log if entry[0] == "before_run"] == [("before_run", 0)]
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+@pytest.mark.parametrize("timed", [False, True])
+async def test_a_missing_fetch_names_who_asked_for_it(max_in_flight: int, timed: bool) -> None:
+    class Asker:
+        overlapping_steps = True
+
+        def before_run(self, run_context: SessionRunContext) -> Any:
+            from hookrun import SessionRunArgs
+
+            return SessionRunArgs("missing_key")
+
+    options = RunOptions(timeout=5.0) if timed else None
+    async with MonitoredSession(lambda: StepSession(_echo), [Asker()], max_in_flight=max_in_flight) as sess:
+        with anyio.fail_after(LIMIT), pytest.raises(KeyError) as caught:
+            await sess.run("y", {"x": 1}, options=options)
+    assert any("was asked for by hook Asker" in note for note in getattr(caught.value, "__notes__", []))

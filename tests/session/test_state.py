@@ -32,9 +32,7 @@ def test_closed_is_final_and_every_state_but_new_closes() -> None:
     assert OPENED | {State.ENTERING} == CLOSABLE
 
 
-def test_a_stop_request_is_a_state_left_by_closing_or_with_its_lost_attempt() -> None:
-    """A hook's stop request moves an open session to STOPPED: a close follows, or the
-    stop is dropped with the step function attempt that asked it, lost to a recoverable
-    error (the attempt is made again and asks again)."""
+def test_a_stop_request_is_a_state_left_only_by_closing() -> None:
+    """A hook's stop request moves an open session to STOPPED, sticky: only a close follows."""
     assert TRANSITIONS[State.OPEN] == {State.STOPPED, State.CLOSED}
-    assert TRANSITIONS[State.STOPPED] == {State.OPEN, State.CLOSED}
+    assert TRANSITIONS[State.STOPPED] == {State.CLOSED}

@@ -16,7 +16,7 @@ from .._dispatch import _nest
 if TYPE_CHECKING:
     from .._dispatch._plan import Call
 
-__all__ = ["note_missing_fetch"]
+__all__ = ["note_missing_fetch", "note_missing_fetch_of_layout"]
 
 
 def note_missing_fetch(
@@ -44,3 +44,18 @@ def _holds(fetches: object, key: Hashable) -> bool:
     keys: list[Hashable] = []
     _nest.index(fetches, "", keys, {})
     return key in keys
+
+
+def note_missing_fetch_of_layout(
+    exc: KeyError, caller_fetches: object, calls: Sequence[Call], shapes: dict[int, Any] | None,
+    keys: Sequence[Hashable],
+) -> None:
+    """``note_missing_fetch`` for a step that kept its run's layout rather than the hooks'
+    requests: each hook's fetches are its shape (``shapes``, by hook index) over ``keys``."""
+    from .._hook_protocol import SessionRunArgs  # the error path only
+
+    requests = [
+        None if shapes is None or call.index not in shapes else SessionRunArgs(_nest.pack(shapes[call.index], keys))
+        for call in calls
+    ]
+    note_missing_fetch(exc, caller_fetches, calls, requests)

@@ -46,6 +46,7 @@ from .._dispatch._merge import DEFAULT_OPTIONS, check_options
 from .._errors import CLEAN_STOP_TYPES
 from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
 from .._inside import STEPS_GET, STEPS_SET
+from ._diagnose import note_missing_fetch_of_layout
 from ._raw import check_values
 from ._stepping import NO_FEEDS, _after_run_args, _raw_run
 
@@ -233,6 +234,8 @@ async def step_body(self: InFlight, step: Step, again: Rescope | None = None) ->
                     returned = await start_run(self, step)
                 except BaseException as exc:
                     count_failure(self, step, exc)
+                    if type(exc) is KeyError:  # a missing fetch: say which party asked for it
+                        note_missing_fetch_of_layout(exc, step.args[0], self.s._before.calls, step.shapes, step.keys)
                     raise
                 out = True, await finish_step(self, step, returned)
                 return out

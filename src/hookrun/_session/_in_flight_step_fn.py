@@ -14,6 +14,7 @@ from .._errors import RunAfterStopError
 from .._hook_protocol import RunMetadata, RunOptions
 from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET
 from ._checks import check_step_fn
+from ._diagnose import note_missing_fetch_of_layout
 from ._in_flight import InFlight
 from ._in_flight_step import Step, count_failure, finish_step, start_run
 from ._state import State
@@ -35,11 +36,9 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
         with step.scope:
             budget = await self.ready(step, None)
             while True:
-                open_before = s._state is State.OPEN
                 try:
                     return await step_fn(StepContext(_LaneOwner(self, step), step.lane.raw))  # type: ignore[arg-type]
                 except Exception as exc:
-                    s._drop_lost_stop(open_before, exc)
                     if not (s._recovers and s._is_recoverable(exc)) or s._state is State.CLOSED:
                         self.fail_others(step, exc)
                         raise
@@ -82,6 +81,8 @@ class _LaneOwner:
                     returned = await start_run(engine, sub)
                 except BaseException as exc:
                     count_failure(engine, sub, exc)
+                    if type(exc) is KeyError:  # a missing fetch: say which party asked for it
+                        note_missing_fetch_of_layout(exc, fetches, engine.s._before.calls, sub.shapes, sub.keys)
                     raise
                 return await finish_step(engine, sub, returned)
             raise AssertionError("unreachable: only a failing phase cancels the step's scope")  # pragma: no cover

@@ -193,13 +193,6 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         if self._state is _OPEN:
             self._state = move(self._state, State.STOPPED)
 
-    def _drop_lost_stop(self, open_before: bool, exc: BaseException) -> None:
-        """A step function's attempt that began with the session open failed with ``exc``:
-        if that is a recoverable error and the attempt asked to stop, the stop goes with
-        the attempt (it is made again, and its hooks ask again)."""
-        if open_before and self._state is State.STOPPED and self._recovers and self._is_recoverable(exc):
-            self._state = move(self._state, _OPEN)
-
     def _admit(self, what: str) -> None:
         """The one check before a step starts: refuse it, saying why, unless it may run."""
         if self._state is _OPEN and not self._busy:
@@ -270,12 +263,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         raw = self._lane.raw
         if raw is None:
             self._refuse_broken()
-        open_before = self._state is _OPEN
-        try:
-            return await step_fn(StepContext(self, raw, serial=True))
-        except Exception as exc:
-            self._drop_lost_stop(open_before, exc)
-            raise
+        return await step_fn(StepContext(self, raw, serial=True))
 
 
 class MonitoredSession(_MonitoredSessionBase):

@@ -30,10 +30,7 @@ Every change of state goes through :func:`move`, which refuses any change not in
 
 * NEW → ENTERING → OPEN: ``__aenter__`` (``_lifecycle.py``) runs ``begin``, then
   creates every lane's session;
-* OPEN → STOPPED: a hook's ``request_stop`` (``_set_hook_stop``); sticky, but for one
-  case: STOPPED → OPEN when the step function attempt that asked for it is lost to a
-  recoverable error (``_drop_lost_stop``): the attempt is made again and its hooks ask
-  again, as TensorFlow's recovery makes its hooked session, and its stop flag, anew;
+* OPEN → STOPPED: a hook's ``request_stop`` (``_set_hook_stop``); sticky;
 * ENTERING, OPEN or STOPPED → CLOSED: closing (``_lifecycle.py``), also when entering fails.
 
 Orthogonal to the state: whether a step is running (the session's ``_busy``; a clean
@@ -106,7 +103,7 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     State.NEW: frozenset({State.ENTERING}),
     State.ENTERING: frozenset({State.OPEN, State.CLOSED}),
     State.OPEN: frozenset({State.STOPPED, State.CLOSED}),
-    State.STOPPED: frozenset({State.OPEN, State.CLOSED}),
+    State.STOPPED: frozenset({State.CLOSED}),
     State.CLOSED: frozenset(),
 }
 
