@@ -1,7 +1,9 @@
-"""One lane and several follow one rule where they used to part: a hooked run of a step
-function after a stop, two hooked runs of one step function at once, ``iterate()`` after a
-stop, a close while a step loses its session, and a close while a lane's session is being
-re-created. Each test runs with one lane and with several."""
+"""One lane and several follow one rule where they used to part: a step function's hooked
+runs after a stop and at once, ``iterate()`` after a stop or with a stop asked while it
+waits for a feed, errors of the feeds' own iterator, closes while a step loses its session
+or while a lane's session is re-created, step numbers after a step function's recovery,
+feeds that refuse a copy, and a missing fetch's note. Each test runs with one lane and
+with several."""
 
 from __future__ import annotations
 
@@ -191,8 +193,9 @@ async def test_a_step_that_loses_its_session_during_a_close_raises_session_close
 
 @pytest.mark.parametrize("max_in_flight", [1, 3])
 async def test_a_session_made_after_the_close_reaches_no_hook(max_in_flight: int) -> None:
-    """A close lands while a lane's session is being re-created: the new session is closed
-    as soon as it exists, and no hook sees it (no ``after_create_session`` after the close,
+    """A close lands while a lane's session is being re-created: ``run()`` raises
+    ``SessionClosedError`` caused by the loss, the new session is closed as soon as it
+    exists, and no hook sees it (no ``after_create_session`` after the close,
     with the session's one coordinator or any other)."""
     log: list[str] = []
     coords: list[object] = []
@@ -240,9 +243,10 @@ async def test_a_session_made_after_the_close_reaches_no_hook(max_in_flight: int
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(closer)
-                with pytest.raises(SessionClosedError):
+                with pytest.raises(SessionClosedError) as caught:
                     await sess.run("y")
         await anyio.sleep(0.3)  # a re-creation left behind would reach its hooks by now
+    assert isinstance(caught.value.__cause__, UnavailableError)  # the loss it was re-created for
     replacement = made[max_in_flight].name
     assert f"after_create_session({replacement})" not in log
     assert f"aclose({replacement})" in log
@@ -347,45 +351,6 @@ async def test_a_dict_class_that_refuses_a_copy_is_fed_as_it_is(max_in_flight: i
     async with MonitoredSession(lambda: StepSession(_echo), max_in_flight=max_in_flight) as sess:
         with anyio.fail_after(LIMIT):
             assert [y async for y in sess.iterate("y", feeds)] == [1, 2]
-
-
-@pytest.mark.parametrize("max_in_flight", [1, 4])
-async def test_a_close_during_a_re_creation_keeps_the_loss_as_the_cause(max_in_flight: int) -> None:
-    made: list[Any] = []
-
-    class Raw:
-        def __init__(self) -> None:
-            self.fail = False
-
-        async def run(self, fetches: Any, feeds: Any, options: Any, metadata: Any) -> list[Any]:
-            if self.fail:
-                raise UnavailableError("lost")
-            return [0 for _ in fetches]
-
-        async def aclose(self) -> None:
-            pass
-
-    async def creator() -> Raw:
-        if len(made) >= max_in_flight:
-            await anyio.sleep(0.2)  # the re-creation is slow
-        raw = Raw()
-        made.append(raw)
-        return raw
-
-    sess = MonitoredSession(creator, max_in_flight=max_in_flight, retry=NO_WAIT)
-    with anyio.fail_after(LIMIT):
-        async with sess:
-            made[0].fail = True
-
-            async def closer() -> None:
-                await anyio.sleep(0.05)
-                await sess.aclose()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(closer)
-                with pytest.raises(SessionClosedError) as caught:
-                    await sess.run("y")
-    assert isinstance(caught.value.__cause__, UnavailableError)
 
 
 @pytest.mark.parametrize("max_in_flight", [1, 2, 4])
