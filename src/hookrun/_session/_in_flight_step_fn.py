@@ -65,10 +65,12 @@ class _LaneOwner:
     def _set_hook_stop(self) -> None:
         self.engine.s._set_hook_stop()
 
-    async def _step(
+    async def _run_with_hooks(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
         run_metadata: RunMetadata | None,
     ) -> Any:
+        """``StepContext.run_with_hooks`` with lanes: a step admitted like any other, on the
+        lane the step function holds."""
         engine = self.engine
         sub = Step(self.step.lane, (fetches, feed_dict, options, run_metadata))
         error: BaseException | None = None

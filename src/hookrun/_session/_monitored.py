@@ -25,10 +25,11 @@ request is sticky at once; the session task group outlives every task it holds.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from .._hook_protocol import RunMetadata, RunOptions
     from ._raw import SessionCreatorLike
 
 from .._dispatch._dispatcher import Dispatcher
@@ -263,7 +264,29 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         raw = self._lane.raw
         if raw is None:
             self._refuse_broken()
-        return await step_fn(StepContext(self, raw, serial=True))
+        return await step_fn(StepContext(self, raw))
+
+    async def _run_with_hooks(
+        self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
+        run_metadata: RunMetadata | None,
+    ) -> Any:
+        """``StepContext.run_with_hooks`` with one lane: a step of that lane, admitted as
+        ``run()`` is (none after a stop or a close), one at a time, whichever attempt of
+        the step function started the one under way."""
+        if self._state is not _OPEN:
+            refuse_step(self, self._state, "run_with_hooks()")
+        lane = self._lane
+        if lane.hooked_run:
+            raise RuntimeError(
+                f"{type(self).__name__}.run_with_hooks() called while another run_with_hooks() of this "
+                "step function is in progress (from another task); with max_in_flight=1 a monitored "
+                "session runs one step at a time"
+            )
+        lane.hooked_run = True
+        try:
+            return await self._step(fetches, feed_dict, options, run_metadata)
+        finally:
+            lane.hooked_run = False
 
 
 class MonitoredSession(_MonitoredSessionBase):
