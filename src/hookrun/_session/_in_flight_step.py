@@ -55,7 +55,10 @@ if TYPE_CHECKING:
     from ._lanes import Lane
     from ._retry import RetryBudget
 
-__all__ = ["Rescope", "Slot", "Step", "count_failure", "end_before", "finish_step", "sharing", "start_before", "start_run", "step_body"]
+__all__ = [
+    "Rescope", "Slot", "Step", "count_failure", "end_before", "finish_step", "sharing", "start_before", "start_run",
+    "step_body",
+]
 
 _new_tuple = tuple.__new__
 
@@ -300,7 +303,9 @@ async def finish_step(self: InFlight, step: Step, returned: Any) -> Any:
             step.where = "after_run"
             if step.counted is None:  # to its number, past the numbers given up before it
                 moves, local = step.number - self._counted, s._local
-                step.counted = local.increment_nowait(moves) if local is not None else await s._setup.counter.increment(moves)
+                step.counted = (
+                    local.increment_nowait(moves) if local is not None else await s._setup.counter.increment(moves)
+                )
                 self._counted = step.number  # once it moved: a failed move is made again
             after = stats.after if step.sampled else s._after
             if after.calls:  # the after_run phase

@@ -316,8 +316,9 @@ class Lifecycle(SessionAttributes):
             log_warning("closing without a session (%s); the hooks' end is not called", why, step=self._step_now())
             call_end = False
         # Every hook either ends or hears why not: ``on_exception``, shielded (``_exits.py``).
-        end = self._setup.end
-        await self._setup.exits.settle(raw, ending=call_end, exception=error or self._setup.sessions.broken(), step=self._step_now())
+        setup = self._setup
+        end = setup.end
+        await setup.exits.settle(raw, ending=call_end, exception=error or setup.sessions.broken(), step=self._step_now())
         if not call_end or not end.calls:
             return call_end
         # The phase's workers run in a task group of this task, not the session's: the

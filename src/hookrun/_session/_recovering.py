@@ -1,7 +1,8 @@
 """Recovering a monitored session's one lane: ``Recovering``, a mixin of the session
-(``_monitored.py``; the attributes it reads are declared in ``_state.py``). How often and how patiently to retry is ``RetryPolicy`` (``_retry.py``);
-the lane's raw session is created, replaced and closed by ``LaneSessions``
-(``_lane_sessions.py``), at every ``max_in_flight``.
+(``_monitored.py``; the attributes it reads are declared in ``_state.py``). How often
+and how patiently to retry is ``RetryPolicy`` (``_retry.py``); the lane's raw session
+is created, replaced and closed by ``LaneSessions`` (``_lane_sessions.py``), at every
+``max_in_flight``.
 
 When a step fails with a recoverable error (its own, or one a background task recorded
 in the coordinator), ``_fail_over`` marks the lane for renewal at once, before anything is

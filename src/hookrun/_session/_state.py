@@ -117,7 +117,8 @@ def move(current: State, new: State) -> State:
 
 def refuse_step(session: object, state: State, what: str) -> None:
     """Raise why ``what`` (``run()``, ``iterate()``, ...) may not start a step of ``session``
-    in ``state`` (one that allows steps is never refused here). The one wording of the admission rule, at every ``max_in_flight``."""
+    in ``state`` (one that allows steps is never refused here). The one wording of the
+    admission rule, at every ``max_in_flight``."""
     name = type(session).__name__
     if state is State.NEW:
         raise SessionClosedError(f"{name}.{what} called outside 'async with'")
