@@ -158,23 +158,33 @@ class InFlight:
 
     def end(self, step: Step) -> None:
         """``step`` is over, whatever happened: its number and lane go."""
+        self.steps.discard(step)
+        self.phases_over(step)
+        if step.holds_lane:  # (its run never returned)
+            self.free_lane(step)
+        self.tickets.release()
+        self.occupancy.change(-1, 0)
+        if not self.steps:
+            s = self.s
+            s._busy = False
+            if s._lifetime.step_done is not None:
+                s._lifetime.step_done.set()
+
+    def phases_over(self, step: Step, holder: Step | None = None) -> None:
+        """``step``'s phases are over, whatever happened (for a step of ``run_with_hooks``:
+        ``holder``, the step function's step, is still in flight): its number passes the
+        turnstile, its run context ends, it no longer holds admission. Once nothing else
+        is in flight, the next number comes from the counter again (a number given up is
+        handed out again)."""
         if step.number:
             self.turn.done(step.number)
         if step.ctx is not None:
             step.ctx._ended = True  # a periodic hook forgets what it expected of the step
         if self._held is step:
             self.unhold(step)
-        self.steps.discard(step)
-        if step.holds_lane:  # (its run never returned)
-            self.free_lane(step)
-        self.tickets.release()
-        self.occupancy.change(-1, 0)
-        if not self.steps:
-            self._next = None  # nothing in flight: the next number comes from the counter
-            s = self.s
-            s._busy = False
-            if s._lifetime.step_done is not None:
-                s._lifetime.step_done.set()
+        steps = self.steps
+        if not steps or (len(steps) == 1 and holder in steps):
+            self._next = None
 
     def fail_others(self, origin: Step, error: BaseException) -> None:
         """A non-recoverable error: cancel every other step in flight (unless ``origin`` was
@@ -306,10 +316,7 @@ class InFlight:
         if not self.recovers_from(step, failed):
             self.fail_others(step, failed)
             if s._state is State.CLOSED and step.cause is None and s._recovers and s._is_recoverable(failed):
-                raise SessionClosedError(
-                    f"{type(s).__name__} was closed while its step failed; the session of lane "
-                    f"{step.lane.index} is not re-created"
-                ) from failed
+                raise self.sessions.closed_when_failed(step.lane) from failed
             raise failed
         if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
             return Rescope(failed, budget)  # nothing more can wait under that scope

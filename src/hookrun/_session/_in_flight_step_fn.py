@@ -93,9 +93,4 @@ class _LaneOwner:
             raise
         finally:
             sub.leave_contexts(error)
-            if sub.number:
-                engine.turn.done(sub.number)
-            engine.unhold(sub)
-            steps = engine.steps
-            if len(steps) == 1 and self.step in steps:  # nothing else in flight: as ``end`` does,
-                engine._next = None  # the next number comes from the counter (a number given up is handed out again)
+            engine.phases_over(sub, self.step)

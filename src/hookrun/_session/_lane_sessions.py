@@ -157,6 +157,13 @@ class LaneSessions:
         )
         return SessionClosedError(f"{type(self.s).__name__} was closed while it {what}")
 
+    def closed_when_failed(self, lane: Lane) -> SessionClosedError:
+        """The error of a step whose session was lost after another task closed the monitored
+        session: ``lane``'s session is not re-created (raise it from the loss)."""
+        return SessionClosedError(
+            f"{type(self.s).__name__} was closed while its step failed; the session{self._of(lane)} is not re-created"
+        )
+
     # -- recovering ------------------------------------------------------------------------
 
     async def recover(

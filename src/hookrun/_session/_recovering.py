@@ -83,9 +83,7 @@ class Recovering(SessionAttributes):
                 if cause is None:
                     raise failed
                 if self._state is State.CLOSED:  # closed by another task while the step ran
-                    raise SessionClosedError(
-                        f"{type(self).__name__} was closed while its step failed; the session is not re-created"
-                    ) from failed
+                    raise self._setup.sessions.closed_when_failed(self._lane) from failed
                 self._fail_over()
                 budget = budget or self._setup.retry.budget()
                 if not await self._recover(budget, cause):
