@@ -80,7 +80,7 @@ def test_a_step_reads_only_slots_and_class_attributes(function: Callable[..., An
 def test_the_attribute_scan_finds_what_a_step_reads() -> None:
     """The scan is not vacuous: it sees the reads of ``run()``, its plain-call step's too."""
     assert _MonitoredSessionBase.run is Running.run
-    assert {"_busy", "_stats", "_before", "_after", "_lifetime", "_plain", "_state", "_recovers", "_lane", "_step", "_coord"} <= (
+    assert {"_busy", "_stats", "_before", "_after", "_lifetime", "_plain", "_state", "_lane", "_step", "_coord"} <= (
         attributes_of_self(Running.run)
     )
 

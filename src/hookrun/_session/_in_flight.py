@@ -239,7 +239,7 @@ class InFlight:
             await self.sessions.create(lane, budget)
         else:
             assert held is not None and coord is not None
-            if not s._recovers:
+            if not s._RECOVERS:
                 raise held
             coord.clear_stop()  # taken: no other step recovers for it
             if not await self.sessions.recover(lane, held, budget):
@@ -315,7 +315,7 @@ class InFlight:
             raise failed
         if not self.recovers_from(step, failed):
             self.fail_others(step, failed)
-            if s._state is State.CLOSED and step.cause is None and s._recovers and s._is_recoverable(failed):
+            if s._state is State.CLOSED and step.cause is None and s._RECOVERS and s._is_recoverable(failed):
                 raise self.sessions.closed_when_failed(step.lane) from failed
             raise failed
         if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
@@ -345,7 +345,7 @@ class InFlight:
         s = self.s
         if step.cause is not None:  # cancelled by another step's failure
             return False
-        return s._recovers and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
+        return s._RECOVERS and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
 
     # -- the public entry points -----------------------------------------------------------
 

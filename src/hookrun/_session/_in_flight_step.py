@@ -362,7 +362,7 @@ def start_before(self: InFlight, step: Step) -> Any:
         stats.next_sample = count + stats.gap
     step.merged = merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
     before = stats.before if step.sampled else s._before
-    step.trace = trace = metadata.timings if merged.trace or s._time_before_run else None
+    step.trace = trace = metadata.timings if merged.trace or s._setup.traces_before_run else None
     if not before.calls:
         return None
     # Under the step's scope, which a failing hook may cancel (the step goes on under a new one).

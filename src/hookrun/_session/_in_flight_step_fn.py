@@ -39,7 +39,7 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
                 try:
                     return await step_fn(StepContext(_LaneOwner(self, step), step.lane.raw))  # type: ignore[arg-type]
                 except Exception as exc:
-                    if not (s._recovers and s._is_recoverable(exc)) or s._state is State.CLOSED:
+                    if not (s._RECOVERS and s._is_recoverable(exc)) or s._state is State.CLOSED:
                         self.fail_others(step, exc)
                         raise
                     budget = budget or s._setup.retry.budget()

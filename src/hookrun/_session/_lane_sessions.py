@@ -101,7 +101,7 @@ class LaneSessions:
                 await self._create_once(lane)
                 return
             except Exception as exc:
-                if not (s._recovers and s._is_recoverable(exc)):
+                if not (s._RECOVERS and s._is_recoverable(exc)):
                     raise
                 if not await self.wait_to_retry(budget, exc, f"creating the session{self._of(lane)} failed; retrying"):
                     raise

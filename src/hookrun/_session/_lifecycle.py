@@ -80,7 +80,7 @@ class Setup:
 
     __slots__ = (
         "after_create", "begin", "counter", "create_session", "end", "exits", "grace", "recoverable", "retry", "retry_on",
-        "sessions", "step_hooks",
+        "sessions", "step_hooks", "traces_before_run",
     )
 
     def __init__(
@@ -94,6 +94,7 @@ class Setup:
         retry_on: tuple[type[BaseException], ...],
         counter: StepCounter,
         step_hooks: tuple[Any, ...],
+        traces_before_run: bool,
     ) -> None:
         #: The global step counter; a step reads the session's ``_local`` instead when it is
         #: a ``LocalStepCounter``, and this one only when it is not (it awaits it).
@@ -101,6 +102,9 @@ class Setup:
         #: Hooks entering a context around every step (``step_context``), read by a step
         #: that enters them; none: no cost at all (the constructor picks a step without them).
         self.step_hooks = step_hooks
+        #: A hook that may ask for a trace in before_run (``ProfilerHook``) needs that phase
+        #: timed: read by a step whose options ask for no trace.
+        self.traces_before_run = traces_before_run
         #: The lanes' raw sessions and the one coordinator, at every N (``_lane_sessions.py``),
         #: set once they exist; a step reads its lane (``_lane``) or the engine's lanes.
         self.sessions: LaneSessions
@@ -349,7 +353,7 @@ class Lifecycle(SessionAttributes):
         """A recoverable error a background task recorded is still held as the session
         closes: a session that recovers would have re-created its session at the next
         ``run()``, and none comes, so the work is done; it is logged, not raised."""
-        if not (self._recovers and self._is_recoverable(exc)):
+        if not (self._RECOVERS and self._is_recoverable(exc)):
             return False
         log_warning(
             "closing with a recoverable error a background task recorded (the next run() would "

@@ -89,7 +89,6 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         statistics: bool | StatisticsOptions = True,
         max_in_flight: int = 1,
     ) -> None:
-        self._recovers = self._RECOVERS
         create_session = creator_function(session_creator)
         self.hooks = hook_list(hooks)
         self.max_in_flight = check_max_in_flight(type(self).__name__, max_in_flight, self.hooks)
@@ -110,10 +109,10 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         self._setup = Setup(
             create_session, self._stats, grace=float(stop_grace_period), retry=retry,
             recoverable=recoverable, retry_on=retry_on, counter=counter, step_hooks=step_context_hooks(self.hooks),
+            traces_before_run=any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks),
         )
         self._lifetime = Lifetime()
         self._step = self._run_in_step_contexts if self._setup.step_hooks else self._step_body()
-        self._time_before_run = any(getattr(hook, "traces_before_run", False) is True for hook in self.hooks)
         self._plain = max_in_flight == 1 and not retry_on and plain_steps(self)
         self._state = State.NEW
         self._busy = False
@@ -185,7 +184,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         if state is _OPEN:  # the common case first: identity checks only
             # (a failed lane is not a stop: a MonitoredSession's next run() recovers first)
             return self._coord.should_stop() and not (  # type: ignore[union-attr]  # OPEN: it exists
-                self._recovers and self._held_recoverable() is not None
+                self._RECOVERS and self._held_recoverable() is not None
             )
         return state is not State.NEW  # nothing asked to stop yet (TensorFlow's is made open)
 
@@ -250,7 +249,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         self._busy = True
         inside = STEPS_SET((*STEPS_GET(), self))
         try:
-            if self._recovers:
+            if self._RECOVERS:
                 return await self._with_recovery(self._call_step_fn, step_fn)
             return await self._call_step_fn(step_fn)
         finally:

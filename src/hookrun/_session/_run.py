@@ -51,7 +51,7 @@ def plain_steps(session: Any) -> bool:
     constructor adds: one lane, no ``retry_on``)."""
     return bool(
         not session._setup.step_hooks
-        and not session._time_before_run
+        and not session._setup.traces_before_run
         and session._local is not None
         and all(plan.plain is not None or not plan.calls for plan in (session._before, session._after))
     )
@@ -75,7 +75,7 @@ class Running(SessionAttributes):
             self._state is _OPEN and not self._busy
             and (feed_dict is None or type(feed_dict) is dict) and options is None
             and stats.steps + 1 < stats.next_sample
-            and not (self._recovers and (self._lane.renew or self._coord.should_stop()))  # type: ignore[union-attr]
+            and not (self._lane.renew or self._coord.should_stop())  # type: ignore[union-attr]  # (a recovery first)
         )
         if not plain:
             if self._state is not _OPEN or self._busy:
@@ -85,7 +85,7 @@ class Running(SessionAttributes):
         self._busy = True
         inside = STEPS_SET((*STEPS_GET(), self))
         try:
-            if not plain and self._recovers and (self._lane.renew or self._coord.should_stop()):  # type: ignore[union-attr]
+            if not plain and (self._lane.renew or self._coord.should_stop()) and self._RECOVERS:  # type: ignore[union-attr]
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata)
             try:
                 if not plain:
@@ -127,7 +127,7 @@ class Running(SessionAttributes):
                     raise
                 return None if shape is None else _nest.pack(shape, values)
             except Exception as exc:
-                if not self._recovers or self._recoverable_cause(exc) is None:
+                if not self._RECOVERS or self._recoverable_cause(exc) is None:
                     raise
                 self._fail_over()
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)

@@ -148,13 +148,16 @@ class SessionAttributes:
 
     __slots__ = (  # noqa: RUF023  # the ones a step reads first, not sorted
         # read by every step, in about this order
-        "_state", "_busy", "_plain", "_recovers", "_stats", "_step", "_coord", "_lane", "_local", "_on_stop",
-        "_before", "_after", "_time_before_run", "_dispatcher",
+        "_state", "_busy", "_plain", "_stats", "_step", "_coord", "_lane", "_local", "_on_stop",
+        "_before", "_after", "_dispatcher",
         # the steps-in-flight engine, and the cold groups
         "_in_flight", "_setup", "_lifetime",
     )
 
     #: Whether recoverable errors re-create the session (MonitoredSession) or propagate.
+    #: Never read by a step that goes well: an instance's read of a class attribute is not
+    #: specialized on CPython 3.11 and cost a plain hook's step about 5 % (measured side by
+    #: side in one process), so a step reads it only once its lane needs a recovery.
     _RECOVERS: ClassVar[bool] = False
 
     #: NEW, ENTERING, OPEN, STOPPED or CLOSED (the table above); changed by ``move`` only.
@@ -163,10 +166,6 @@ class SessionAttributes:
     _busy: bool
     #: Whether ``run`` steps itself: every hook call a plain function (``_run.py``).
     _plain: bool
-    #: The class's ``_RECOVERS``, read by every step of a session: a slot, because an
-    #: instance's read of a class attribute is not specialized on CPython 3.11 and cost a
-    #: plain hook's step about 5 % (measured side by side in one process).
-    _recovers: bool
     _stats: Collector
     #: The step body the constructor chose (``_stepping.py``).
     _step: Callable[..., Awaitable[Any]]
@@ -180,8 +179,6 @@ class SessionAttributes:
     _on_stop: Callable[[], None]
     _before: PhasePlan
     _after: PhasePlan
-    #: A hook that may ask for a trace in before_run (ProfilerHook) needs that phase timed.
-    _time_before_run: bool
     _dispatcher: Dispatcher
     #: With steps in flight, the engine the entry points go to (``_in_flight.py``).
     _in_flight: InFlight | None

@@ -140,7 +140,7 @@ class Stepping(SessionAttributes):
         where = "before_run"
         run_seconds: float | None = None
         try:
-            trace = metadata.timings if merged.trace or self._time_before_run else None
+            trace = metadata.timings if merged.trace or self._setup.traces_before_run else None
             requests: Any = asked  # the hooks' requests: a list, or None when none asked for anything
             if asked is not None:  # run() made the calls (plain functions only)
                 pass
