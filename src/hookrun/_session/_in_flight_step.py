@@ -312,7 +312,11 @@ async def finish_step(self: InFlight, step: Step, returned: Any) -> Any:
                 merged, metadata = step.merged, step.metadata
                 assert metadata is not None and step.ctx is not None
                 nothing = _new_tuple(SessionRunValues, (None, merged, metadata, step.counted))
-                args = _after_run_args(after.calls, step.ctx, step.shapes, values, nothing)
+                shapes = step.shapes
+                args = (
+                    [(step.ctx, nothing)] * len(after.calls) if shapes is None  # none fetched anything
+                    else _after_run_args(after.calls, step.ctx, shapes, values, nothing)
+                )
                 started = s._dispatcher.start(after, args, step.scope, metadata.timings if merged.trace else None)
                 if type(started) is not list:  # a call suspended
                     await started
