@@ -253,11 +253,13 @@ async def step_body(self: InFlight, step: Step, again: Rescope | None = None) ->
         error = exc
         raise
     finally:
-        if not isinstance(out, Rescope):
-            if step.contexts is not None:
-                step.leave_contexts(error)
-            self.end(step)
-        STEPS_SET(outer)
+        try:
+            if not isinstance(out, Rescope) and step.contexts is not None:
+                step.leave_contexts(error)  # may raise (a hook's step_context leaving a step that went well)
+        finally:
+            if not isinstance(out, Rescope):
+                self.end(step)
+            STEPS_SET(outer)
 
 
 def start_run(self: InFlight, step: Step) -> Awaitable[Any]:
@@ -349,12 +351,6 @@ def start_before(self: InFlight, step: Step) -> Any:
         step.ctx._ended = True
     step.ctx = ctx = InFlightRunContext((fetches, feed_dict, options), step.lane.raw, step.number - 1, s._on_stop)
     step.metadata = metadata = RunMetadata() if run_metadata is None else run_metadata
-    step_hooks = s._setup.step_hooks
-    if step_hooks:  # entered here, in the task and context the whole step runs in
-        contexts = ExitStack()
-        step.contexts = contexts
-        for hook in step_hooks:
-            contexts.enter_context(hook.step_context(ctx, metadata))
     step.where = "before_run"
     stats.steps = count = stats.steps + 1
     if count >= stats.next_sample:
@@ -364,6 +360,12 @@ def start_before(self: InFlight, step: Step) -> Any:
         # The next step to time, picked now: the steps admitted while this one is in
         # flight are not all timed (its end picks again, from the same count).
         stats.next_sample = count + stats.gap
+    step_hooks = s._setup.step_hooks
+    if step_hooks:  # entered here, in the task and context the whole step runs in (one
+        contexts = ExitStack()  # that raises fails the step in its before_run phase)
+        step.contexts = contexts
+        for hook in step_hooks:
+            contexts.enter_context(hook.step_context(ctx, metadata))
     step.merged = merged = DEFAULT_OPTIONS if options is None else check_options(options, "the caller")
     before = stats.before if step.sampled else s._before
     step.trace = trace = metadata.timings if merged.trace or s._setup.traces_before_run else None

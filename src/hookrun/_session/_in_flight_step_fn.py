@@ -92,5 +92,7 @@ class _LaneOwner:
             error = exc
             raise
         finally:
-            sub.leave_contexts(error)
-            engine.phases_over(sub, self.step)
+            try:
+                sub.leave_contexts(error)  # may raise (a hook's step_context leaving a step that went well)
+            finally:
+                engine.phases_over(sub, self.step)

@@ -92,8 +92,14 @@ class Stepping(SessionAttributes):
         ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
         metadata = RunMetadata() if run_metadata is None else run_metadata
         with ExitStack() as stack:
-            for hook in self._setup.step_hooks:
-                stack.enter_context(hook.step_context(ctx, metadata))
+            try:
+                for hook in self._setup.step_hooks:
+                    stack.enter_context(hook.step_context(ctx, metadata))
+            except BaseException as exc:  # the step failed in its before_run phase, as with lanes
+                stats = self._stats
+                stats.steps += 1
+                stats.failed("before_run", exc)
+                raise
             return await self._step_body()(fetches, feed_dict, options, metadata, ctx=ctx)
 
     async def _scoped_step(
