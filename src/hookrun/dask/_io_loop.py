@@ -125,12 +125,12 @@ async def on_io_loop(
 
 class _HandOver:
     """The coroutines one event loop run hands one IO loop, handed over in one call per
-    batch (see the module docstring). Used on the event loop's thread only."""
+    batch (see the module docstring). Used on the event loop's thread only; between
+    batches it holds no reference to the IO loop (its key in ``_HAND_OVERS``)."""
 
-    __slots__ = ("_call_soon", "_io_loop", "_queue", "_scheduled")
+    __slots__ = ("_call_soon", "_queue", "_scheduled")
 
-    def __init__(self, io_loop: asyncio.AbstractEventLoop) -> None:
-        self._io_loop = io_loop
+    def __init__(self) -> None:
         self._call_soon = call_soon_threadsafe()  # the event loop's own: runs after the tasks ready now
         self._queue: list[tuple[contextvars.Context, _OnIoLoop, Awaitable[Any]]] = []
         self._scheduled = False
@@ -145,8 +145,10 @@ class _HandOver:
     def _hand_over(self) -> None:
         self._scheduled = False
         queued, self._queue = self._queue, []
+        if not queued:
+            return
         try:
-            self._io_loop.call_soon_threadsafe(_start_all, queued)
+            queued[0][1]._io_loop.call_soon_threadsafe(_start_all, queued)
         except RuntimeError as exc:  # the client's IO loop closed meanwhile
             error = ClosedClientError(f"the Dask client's IO loop is closed ({exc})")
             for _, waiting, awaitable in queued:
@@ -171,7 +173,7 @@ def _hand_over(io_loop: asyncio.AbstractEventLoop) -> _HandOver:
         _HAND_OVERS.set(hand_overs)
     hand_over = hand_overs.get(io_loop)
     if hand_over is None:
-        hand_over = hand_overs[io_loop] = _HandOver(io_loop)
+        hand_over = hand_overs[io_loop] = _HandOver()
     return hand_over
 
 
