@@ -114,7 +114,7 @@ async def test_calls_started_together_each_run_in_their_callers_context(io_loop:
 
     async def call(name: str) -> None:
         _CALLER.set(name)
-        answers[name] = await on_io_loop(io_loop, whose())
+        answers[name] = await on_io_loop(io_loop, whose(), together=True)
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
@@ -133,13 +133,13 @@ class _ClosingLoop:
         raise RuntimeError("Event loop is closed")
 
 
-async def test_an_io_loop_closed_at_the_hand_over_fails_the_calls_and_closes_them() -> None:
+async def test_an_io_loop_closed_at_a_shared_hand_over_fails_the_calls_and_closes_them() -> None:
     coroutines = [_never(), _never()]
     outcomes: list[BaseException] = []
 
     async def call(coroutine: Any) -> None:
         try:
-            await on_io_loop(SimpleNamespace(asyncio_loop=_ClosingLoop()), coroutine)
+            await on_io_loop(SimpleNamespace(asyncio_loop=_ClosingLoop()), coroutine, together=True)
         except ClosedClientError as exc:
             outcomes.append(exc)
 

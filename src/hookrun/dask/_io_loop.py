@@ -8,11 +8,13 @@ parked wait (``hookrun.remote._waiting``) itself, where
 ``asyncio.run_coroutine_threadsafe`` would add a ``concurrent.futures.Future`` (a
 lock and a condition) and two more callbacks per step on the IO thread.
 
-The hand-off is shared, as the wake-up back is: the coroutines that one event loop
-run hands one IO loop are queued (``_HandOver``) and handed over in one call, made
-once the event loop has run the tasks ready with them, so the steps that lanes start
-together wake the IO thread once and reach it together (one write of their tasks to
-the scheduler, not the first alone and the rest after Dask's batching interval).
+With ``together=True`` (step tasks) the hand-off is shared, as the wake-up back is: the
+coroutines that one event loop run hands one IO loop are queued (``_HandOver``) and
+handed over in one call, made once the event loop has run the tasks ready with them,
+so the steps that lanes start together wake the IO thread once and reach it together
+(one write of their tasks to the scheduler, not the first alone and the rest after
+Dask's batching interval). An actor call's request is on its way before it is handed
+over (Dask sends it from the caller's thread), so it is handed over at once.
 
 Invariants: an awaitable handed over is awaited or closed, never dropped unawaited, and
 starts in (a copy of) its caller's context, as ``call_soon_threadsafe`` would start it;
@@ -20,7 +22,7 @@ once the caller is cancelled (or its wait ended) the IO loop's task is cancelled
 never started if it had not started yet, after ``cancel`` was called; the
 awaitable's exception is re-raised in the caller as it is (a cancellation on the IO
 loop as ``concurrent.futures.CancelledError``, never as the caller's own
-cancellation); a closed IO loop is ``ClosedClientError`` (one found closed at the
+cancellation); a closed IO loop is ``ClosedClientError`` (one found closed at a shared
 hand-over fails every call queued for it).
 """
 
@@ -95,19 +97,27 @@ class _OnIoLoop(Waiting):
 
 async def on_io_loop(
     loop: Any, awaitable: Awaitable[Any], *, cancel: Callable[[], object] | None = None,
-    waits: set[Waiting] | None = None,
+    waits: set[Waiting] | None = None, together: bool = False,
 ) -> Any:
     """Await ``awaitable`` (a coroutine, an ``ActorFuture``) on a Dask client's IO loop
     (``loop``: a tornado IOLoop over an asyncio loop) and return its result. Cancelling
     the caller calls ``cancel`` first, then cancels it there; while it waits the call is
     in ``waits`` (if given), where ending it does the same and raises ``WaitEnded``. A
-    closed IO loop is ``ClosedClientError``."""
+    closed IO loop is ``ClosedClientError``. ``together``: handed over with the others
+    the event loop hands that IO loop meanwhile (see the module docstring)."""
     io_loop: asyncio.AbstractEventLoop = loop.asyncio_loop
     if io_loop.is_closed():  # the client's IO loop is closed
         _close(awaitable)
         raise ClosedClientError("the Dask client's IO loop is closed")
     waiting = _OnIoLoop(io_loop)
-    _hand_over(io_loop).put(waiting, awaitable)
+    if together:
+        _hand_over(io_loop).put(waiting, awaitable)
+    else:
+        try:
+            io_loop.call_soon_threadsafe(waiting.start, awaitable)
+        except RuntimeError as exc:  # the client's IO loop closed meanwhile
+            _close(awaitable)
+            raise ClosedClientError(f"the Dask client's IO loop is closed ({exc})") from exc
 
     def stop() -> None:
         if cancel is not None:

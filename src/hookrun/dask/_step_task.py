@@ -8,8 +8,9 @@ whole fetch (a round trip to the scheduler), and the future's release at the end
 one more hand-over. On a machine whose cores the scheduler and workers share, those
 hand-overs and the blocked event loop cost more than the step's own overhead. So the
 step is one coroutine on the IO loop (submit, then fetch the result as
-``Future.result()`` does), and the event loop hands it over once and is woken once
-through the engine-free bridge.
+``Future.result()`` does), and the event loop hands it over once, with the steps
+started together (``on_io_loop(together=True)``), and is woken once through the
+engine-free bridge.
 
 A step's future is kept (``Kept``, one per session) until the session's next task is
 submitted, or ``RELEASE_AFTER`` seconds at most. The client sends the scheduler its
@@ -121,7 +122,7 @@ async def run_task(
             return await await_dask(client.submit(fn, feed, pure=False), what, own_client=own_client)
         task = _Task()
         # ``task.cancel`` first: the coroutine, once cancelled, lets go of the future.
-        return await on_io_loop(client.loop, task.run(client, fn, feed, kept), cancel=task.cancel)
+        return await on_io_loop(client.loop, task.run(client, fn, feed, kept), cancel=task.cancel, together=True)
     except Exception as exc:
         if is_recoverable(exc, own_client=own_client):
             raise unavailable(what, exc) from exc
