@@ -1,12 +1,14 @@
 """on_io_loop: a coroutine run on a client's IO loop (here an asyncio loop on a thread of
 its own, as a synchronous client has), awaited from asyncio and trio: its value, its
 error as it is, the caller's cancellation reaching it, a cancellation there not taken
-for the caller's, and a closed IO loop."""
+for the caller's, a closed IO loop, and calls handed over together each in its own
+caller's context."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import inspect
 import threading
 from collections.abc import Iterator
@@ -96,3 +98,58 @@ async def test_a_closed_io_loop_is_a_closed_client_and_the_coroutine_is_closed()
     with pytest.raises(ClosedClientError, match="IO loop is closed"):
         await on_io_loop(SimpleNamespace(asyncio_loop=loop), coroutine)
     assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED and ran == []  # never run, no warning
+
+
+_CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller")
+
+
+async def test_calls_started_together_each_run_in_their_callers_context(io_loop: Any) -> None:
+    """Calls handed over together (one hand-over) each start in a copy of their caller's context."""
+
+    async def whose() -> str:
+        await asyncio.sleep(0)
+        return _CALLER.get("none")
+
+    answers: dict[str, str] = {}
+
+    async def call(name: str) -> None:
+        _CALLER.set(name)
+        answers[name] = await on_io_loop(io_loop, whose(), together=True)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            for name in ("a", "b", "c"):
+                tg.start_soon(call, name)
+    assert answers == {"a": "a", "b": "b", "c": "c"}
+
+
+class _ClosingLoop:
+    """An IO loop that is not closed when a call starts but refuses the hand-over."""
+
+    def is_closed(self) -> bool:
+        return False
+
+    def call_soon_threadsafe(self, *args: Any) -> None:
+        raise RuntimeError("Event loop is closed")
+
+
+async def test_an_io_loop_closed_at_a_shared_hand_over_fails_the_calls_and_closes_them() -> None:
+    coroutines = [_never(), _never()]
+    outcomes: list[BaseException] = []
+
+    async def call(coroutine: Any) -> None:
+        try:
+            await on_io_loop(SimpleNamespace(asyncio_loop=_ClosingLoop()), coroutine, together=True)
+        except ClosedClientError as exc:
+            outcomes.append(exc)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            for coroutine in coroutines:
+                tg.start_soon(call, coroutine)
+    assert len(outcomes) == 2 and all("IO loop is closed" in str(exc) for exc in outcomes)
+    assert all(inspect.getcoroutinestate(c) == inspect.CORO_CLOSED for c in coroutines)
+
+
+async def _never() -> None:
+    raise AssertionError("never run")

@@ -1,6 +1,6 @@
 """A DaskStepSession's task, submitted and fetched on the client's IO loop: the paths
 around the hand-over (a closed client, a closed IO loop, a cancellation before the
-submit), on asyncio and trio."""
+submit), on asyncio and trio, and its future kept until the session's next submission."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from distributed.client import ClosedClientError
 
 import hookrun
 from hookrun.dask import DaskStepSession
+from hookrun.dask import _step_task as step_task
 from hookrun.dask._step_task import _Task, run_task
 
 from . import _remote
@@ -60,3 +61,47 @@ async def test_a_task_cancelled_before_its_submit_is_never_submitted() -> None:
     task.cancel()
     assert await task.run(client, _remote.square, {"x": 1}) is None
     assert submitted == [] and task.future is None
+
+
+class _Future:
+    """A stand-in for a submitted task's future whose result is ``value``."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    async def _result(self) -> int:
+        await asyncio.sleep(0)
+        return self.value
+
+
+def test_a_steps_future_is_kept_until_the_next_submission(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the IO loop: the session's next submission comes before the kept future's
+    release (its message goes first), and the timer lets go of the last one."""
+    monkeypatch.setattr(step_task, "RELEASE_AFTER", 0.0)
+    released = asyncio.Event()
+
+    class Watched(step_task.Kept):
+        def release(self) -> None:
+            super().release()
+            released.set()
+
+    kept = Watched()
+    seen: list[Any] = []  # the future kept when each task is submitted
+
+    def submit(fn: Any, feed: dict[str, int], pure: bool) -> _Future:
+        seen.append(kept._future)
+        return _Future(feed["x"])
+
+    client: Any = types.SimpleNamespace(submit=submit)
+
+    async def steps() -> list[int]:
+        values = [await _Task().run(client, _remote.square, {"x": x}, kept) for x in (1, 2)]
+        assert getattr(kept._future, "value", None) == 2
+        released.clear()  # set by the releases so far: the next one is the timer's
+        async with asyncio.timeout(10):
+            await released.wait()
+        assert kept._future is None
+        return values
+
+    assert asyncio.run(steps()) == [1, 2]
+    assert seen[0] is None and seen[1].value == 1  # the first future, kept until the second submit

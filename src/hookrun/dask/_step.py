@@ -16,7 +16,7 @@ from distributed import Client
 
 from .._session._raw import StepSession
 from ._client import ClientSource
-from ._step_task import run_task
+from ._step_task import Kept, run_task
 
 __all__ = ["DaskStepSession"]
 
@@ -42,6 +42,7 @@ class DaskStepSession(StepSession):
         self.fn = fn
         self._label = getattr(fn, "__qualname__", type(fn).__name__)
         self._source = ClientSource(f"DaskStepSession({self._label})", client, address)
+        self._kept = Kept()  # the latest step's future, kept until the next submission
         super().__init__(self._remote_step)
 
     def __repr__(self) -> str:
@@ -54,7 +55,9 @@ class DaskStepSession(StepSession):
 
     async def _remote_step(self, feed_dict: Mapping[Any, Any]) -> Any:
         client = await self._source.get()
-        return await run_task(client, self.fn, dict(feed_dict), repr(self), own_client=self._source.owned)
+        return await run_task(
+            client, self.fn, dict(feed_dict), repr(self), own_client=self._source.owned, kept=self._kept
+        )
 
     async def aclose(self) -> None:
         """Close the client this session connected (never one that was passed in)."""

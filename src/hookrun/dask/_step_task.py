@@ -8,19 +8,31 @@ whole fetch (a round trip to the scheduler), and the future's release at the end
 one more hand-over. On a machine whose cores the scheduler and workers share, those
 hand-overs and the blocked event loop cost more than the step's own overhead. So the
 step is one coroutine on the IO loop (submit, then fetch the result as
-``Future.result()`` does), and the event loop hands it over once and is woken once
-through the engine-free bridge.
+``Future.result()`` does), and the event loop hands it over once, with the steps
+started together (``on_io_loop(together=True)``), and is woken once through the
+engine-free bridge.
+
+A step's future is kept (``Kept``, one per session) until the session's next task is
+submitted, or ``RELEASE_AFTER`` seconds at most. The client sends the scheduler its
+messages in batches, at most one batch per interval (10 ms): a release sent as soon as
+a result is fetched goes out alone at once, and the next step's task, submitted a
+moment later, then waits out the interval. Released after that submission, it goes in
+the same batch, as it does under ``distributed.as_completed``, whose loop drops a
+future once it has submitted the next task.
 
 Invariants: the feed is the caller's copy, taken before the hand-over; once the caller
 is cancelled, a task not yet submitted never is, and one submitted is cancelled on the
-scheduler (``Future.cancel``) before the cancellation propagates, as before; a client
-that is closing or closed is called from the caller's thread (its IO loop may be gone:
+scheduler (``Future.cancel``) before the cancellation propagates, as before; a kept
+future is one whose result was fetched, touched on the IO loop only, and released by
+the session's next submission or its timer, whichever comes first; a client that is
+closing or closed is called from the caller's thread (its IO loop may be gone:
 ``Client.submit`` raises ``ClosedClientError`` there, or the task is awaited through
 ``await_dask``); errors are classified by ``await_dask``'s rules.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +42,34 @@ from distributed import Client, Future
 from ._errors import await_dask, is_recoverable, unavailable
 from ._io_loop import on_io_loop
 
-__all__ = ["run_task"]
+__all__ = ["RELEASE_AFTER", "Kept", "run_task"]
+
+#: Seconds a step's future is kept at most after its result was fetched (see the module docstring).
+RELEASE_AFTER = 0.05
+
+
+class Kept:
+    """The future of a session's latest step whose result was fetched, kept until its
+    next task is submitted (see the module docstring). Used on the IO loop only."""
+
+    __slots__ = ("_future", "_timer")
+
+    def __init__(self) -> None:
+        self._future: Future[Any] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def keep(self, future: Future[Any]) -> None:
+        """Keep ``future`` (releasing the one kept before) until ``release``, or the timer."""
+        self.release()
+        self._future = future
+        self._timer = asyncio.get_running_loop().call_later(RELEASE_AFTER, self.release)
+
+    def release(self) -> None:
+        """Let go of the kept future, if any (the client then releases its key)."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        self._future = None
 
 
 class _Task:
@@ -44,14 +83,20 @@ class _Task:
         self.cancelled = False
         self.future: Future[Any] | None = None
 
-    async def run(self, client: Client, fn: Callable[..., Any], feed: dict[Any, Any]) -> Any:
-        """On the IO loop: submit ``fn(feed)`` unless cancelled, and fetch its result."""
+    async def run(self, client: Client, fn: Callable[..., Any], feed: dict[Any, Any], kept: Kept | None = None) -> Any:
+        """On the IO loop: submit ``fn(feed)`` unless cancelled, and fetch its result
+        (its future then kept in ``kept``, where the submission released the one before)."""
         with self.lock:
             if self.cancelled:
                 return None  # nobody waits for it any more
             future = self.future = client.submit(fn, feed, pure=False)
+        if kept is not None:
+            kept.release()  # after the submission: its message goes first
         try:
-            return await future._result()  # what Future.result() runs on the IO loop
+            value = await future._result()  # what Future.result() runs on the IO loop
+            if kept is not None:
+                kept.keep(future)
+            return value
         finally:
             with self.lock:
                 self.future = None  # the last reference dies here: released on the IO loop
@@ -65,15 +110,19 @@ class _Task:
             future.cancel()
 
 
-async def run_task(client: Client, fn: Callable[..., Any], feed: dict[Any, Any], what: str, *, own_client: bool) -> Any:
-    """The result of the task ``fn(feed)`` (``pure=False``) on ``client``; recoverable
-    errors become ``UnavailableError`` naming ``what`` (see the module docstring)."""
+async def run_task(
+    client: Client, fn: Callable[..., Any], feed: dict[Any, Any], what: str, *, own_client: bool,
+    kept: Kept | None = None,
+) -> Any:
+    """The result of the task ``fn(feed)`` (``pure=False``) on ``client``, its future
+    then kept in ``kept`` (if given); recoverable errors become ``UnavailableError``
+    naming ``what`` (see the module docstring)."""
     try:
         if client.status in ("closing", "closed"):  # its IO loop is ending or gone: as Dask would
             return await await_dask(client.submit(fn, feed, pure=False), what, own_client=own_client)
         task = _Task()
         # ``task.cancel`` first: the coroutine, once cancelled, lets go of the future.
-        return await on_io_loop(client.loop, task.run(client, fn, feed), cancel=task.cancel)
+        return await on_io_loop(client.loop, task.run(client, fn, feed, kept), cancel=task.cancel, together=True)
     except Exception as exc:
         if is_recoverable(exc, own_client=own_client):
             raise unavailable(what, exc) from exc

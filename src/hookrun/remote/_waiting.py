@@ -27,7 +27,7 @@ import anyio.lowlevel
 
 from .._log import logger
 
-__all__ = ["PlacedWaits", "WaitEnded", "Waiting", "park"]
+__all__ = ["PlacedWaits", "WaitEnded", "Waiting", "call_soon_threadsafe", "park"]
 
 
 class WaitEnded(Exception):
@@ -75,7 +75,7 @@ _WAKEUPS: anyio.lowlevel.RunVar[_Wakeups | None] = anyio.lowlevel.RunVar("hookru
 def _wakeups() -> _Wakeups:
     wakeups = _WAKEUPS.get()
     if wakeups is None:
-        wakeups = _Wakeups(_call_soon_threadsafe())
+        wakeups = _Wakeups(call_soon_threadsafe())
         _WAKEUPS.set(wakeups)
     return wakeups
 
@@ -158,7 +158,7 @@ def cancel_quietly(what: object, cancel: Callable[[], object]) -> None:
         logger().warning("cancelling %r failed: %r", what, exc, exc_info=exc)
 
 
-def _call_soon_threadsafe() -> Callable[[Callable[[], object]], object]:
+def call_soon_threadsafe() -> Callable[[Callable[[], object]], object]:
     """The running event loop's non-blocking, thread-safe 'run this callback soon'."""
     native = anyio.lowlevel.current_token().native_token
     call_soon = getattr(native, "call_soon_threadsafe", None)  # an asyncio event loop
