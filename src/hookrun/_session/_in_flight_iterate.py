@@ -248,13 +248,11 @@ class _Pipeline(StepIterator):
                         slot.admitted, slot.results = out
                         if not slot.admitted:  # a stop kept it from being admitted
                             self._exhausted = True
-                    except Exception as exc:
-                        slot.error = exc
-                        self._exhausted = True  # a clean stop or an error: either way no step follows it
-                    except BaseException as exc:
+                    except BaseException as exc:  # a clean stop or an error: either way no step follows it
                         slot.error = exc
                         self._exhausted = True
-                        raise
+                        if isinstance(exc, anyio.get_cancelled_exc_class()):
+                            raise  # (for ``scope``) ...any other error the iterating task raises, KeyboardInterrupt too
                     finally:
                         if again is None:  # the step is over: wake the iterating task if it waits for it
                             slot.done = True
@@ -310,14 +308,16 @@ class _Pipeline(StepIterator):
                     self._waiting = None
         except StopAsyncIteration:
             self._exhausted = True
-        except Exception as exc:  # the feed could not be taken: raised in its place
+        except BaseException as exc:
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                self._end_admission()
+                raise
+            # The feed could not be taken: raised in its place, by the iterating task
+            # (KeyboardInterrupt or SystemExit too: never out of a runner of the session's).
             self._exhausted = True
             slot = Slot(None, self._wake)
             slot.error, slot.done = exc, True
             self._pending.append(slot)
-        except BaseException:
-            self._end_admission()
-            raise
         if step is not None and self._exhausted:  # the iterator ended while it waited
             engine.end(step)
             step = None

@@ -249,8 +249,10 @@ async def step_body(self: InFlight, step: Step, again: Rescope | None = None) ->
         if step.cause is None and not isinstance(exc, CLEAN_STOP_TYPES):
             self.fail_others(step, exc)
         raise
-    except BaseException as exc:
+    except BaseException as exc:  # a cancellation, or KeyboardInterrupt, SystemExit...
         error = exc
+        if step.cause is None and not isinstance(exc, anyio.get_cancelled_exc_class()):
+            self.fail_others(step, exc)  # ...which ends the other steps as an error does
         raise
     finally:
         try:
