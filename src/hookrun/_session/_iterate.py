@@ -8,26 +8,68 @@ stop (a hook, a step function or the coordinator asked for it) or when a step
 raises one of the clean-stop exceptions (end of input); in that last case the
 session is stopped too, so ``should_stop()`` agrees. It owns no task and no
 resource: breaking out of ``async for`` leaves nothing behind.
+
+The wait for the next item of an async feed is the one wait of ``iterate`` that may last
+for ever (a quiet source), at every ``max_in_flight``: it is made under ``UntilStop``, a
+cancel scope the session cancels as soon as it should stop, whoever asked and from
+whichever task (a hook, a step function, the coordinator, a close). The loop then ends, as
+the stop would end it between steps. An item the source hands over just as the stop lands
+is run only if a step may still start (after the coordinator's stop, which leaves ``run()``
+working); after a hook's stop or a close it is not run.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import CLEAN_STOP_TYPES
+from ._state import State
+
+if TYPE_CHECKING:
+    import anyio
+
+    from .._dispatch._dispatcher import Dispatcher
+    from ._lifecycle import Lifetime
 
 #: ``_take_feed``'s default: take the next item of sync feeds.
 _NEXT: Any = object()
 
-__all__ = ["StepIterator", "check_feeds"]
+_OPEN = State.OPEN
+
+__all__ = ["StepIterator", "UntilStop", "check_feeds"]
 
 
 class _Steppable(Protocol):
+    _state: State
+    _dispatcher: Dispatcher
+    _lifetime: Lifetime
+
     def should_stop(self) -> bool: ...
 
     async def run(self, fetches: object = None, feed_dict: Mapping[Any, Any] | None = None) -> Any: ...
+
+
+class UntilStop:
+    """``with UntilStop(session) as scope:`` a wait that a stop or a close of ``session``
+    ends: while it waits, ``scope`` (a new cancel scope) is in the session's ``stop_waits``,
+    which the session cancels as soon as it should stop (``Lifecycle._stopped``)."""
+
+    __slots__ = ("_scope", "_waits")
+
+    def __init__(self, session: _Steppable) -> None:
+        self._scope = session._dispatcher.new_scope()
+        self._waits = session._lifetime.stop_waits
+
+    def __enter__(self) -> anyio.CancelScope:
+        scope = self._scope.__enter__()
+        self._waits.append(scope)
+        return scope
+
+    def __exit__(self, *exc_info: Any) -> bool:
+        self._waits.remove(self._scope)
+        return bool(self._scope.__exit__(*exc_info))
 
 
 class StepIterator:
@@ -102,17 +144,24 @@ class StepIterator:
         self._done = True
 
     async def _next_feed(self) -> Mapping[Any, Any] | None:
-        """The next feed dict (``StopAsyncIteration`` when the feeds ended)."""
+        """The next feed dict (``StopAsyncIteration`` when the feeds ended, or when a stop
+        ended the wait for an async feed's next item, unless that item came and a step may
+        still start: see the module docstring)."""
         if not self._async_items:
             return self._take_feed()
         items = self._items
         if items is None:
             items = self._items = aiter(self._feeds)  # type: ignore[arg-type]
+        feed = _NEXT
         try:
-            feed = await anext(items)  # type: ignore[arg-type]
+            with UntilStop(self._session) as waiting:
+                feed = await anext(items)  # type: ignore[arg-type]
         except StopAsyncIteration:
             self._done = True
             raise StopAsyncIteration from None
+        if waiting.cancel_called and (feed is _NEXT or self._session._state is not _OPEN):
+            self._done = True  # stopped while it waited: the loop ends, as between steps
+            raise StopAsyncIteration
         return self._take_feed(feed)
 
     def _take_feed(self, feed: Any = _NEXT) -> Mapping[Any, Any] | None:
