@@ -4,10 +4,9 @@ Owns ``Coordinator`` (``_tasks.py``: TensorFlow's ``tf.train.Coordinator``, host
 the background tasks in a task group of its own, and the three calls through which a
 monitored session opens the coordinator of each session it creates in a task of its
 own, closes it, and hears of its stop requests: ``open_hosted``, ``close_hosted`` and
-``watch_stops``); its stop flag and
-first-error slot, and waiting on them without polling (``StopSignal``,
-``_signal.py``); and the task of ``Coordinator.loop`` (``_looper.py``: TensorFlow's
-``LooperThread``). The signal knows no tasks; the looper uses the coordinator's
+``watch_stops``); its stop flag and first-error slot, and waiting on them without
+polling (``StopSignal``, ``_signal.py``); and the task of ``Coordinator.loop``
+(``_looper.py``: TensorFlow's ``LooperThread``). The signal knows no tasks; the looper uses the coordinator's
 public API only.
 
 Imports: the shared ``_errors``, ``_log``, ``_global_step``, ``_validate``, ``_timer``

@@ -17,9 +17,11 @@ the step's ``after_run`` and the session is never closed under its run. A step t
 fails with a recoverable error meanwhile is not recovered (``SessionClosedError``);
 ``end`` receives that session, as it receives a failed session still waiting to be
 replaced. A step (or an entry) waiting to retry stops waiting at once and raises
-``SessionClosedError``, creating nothing. A close from inside that very step (a hook,
-a step function) is refused, as it would wait for itself; a second close waits for the
-first one to be done.
+``SessionClosedError``, creating nothing. An ``iterate()`` waiting for the next item of
+an async feed stops waiting at once and ends its loop, as it does on a stop (``_stopped``,
+which a stop of a hook, a step function or the coordinator calls too). A close from
+inside that very step (a hook, a step function) is refused, as it would wait for itself;
+a second close waits for the first one to be done.
 
 The block, when it is left (cancelled, as a rule) while a close from another task is
 under way, waits for that close before it tears its task group down, and first stops

@@ -191,7 +191,6 @@ class SessionAttributes:
 
     # The methods one mixin calls on another.
     should_stop: Callable[[], bool]
-    _stopped: Callable[[], None]
     raw_session: Callable[[], Any]
     _step_now: Callable[[], int | None]
     _admit: Callable[[str], None]
