@@ -21,9 +21,8 @@ Admission goes on while the caller's loop body runs: up to N steps in flight and
 ``2 N`` admitted and not yet yielded. Each step runs in a fresh copy of the iterating
 task's context as of its latest ``__anext__``. A wait for a feed (async feeds) or for a
 lane held by another caller of the session is under a cancel scope the iterator cancels
-when it ends, so no admission outlives it; the wait for a feed is under ``UntilStop`` too
-(``_iterate.py``, as with one lane), so a stop or a close of the session, asked from any
-task, ends it at once.
+when it ends, so no admission outlives it; a stop or a close of the session, asked from
+any task, cancels it too while it waits for a feed (``_next_feed``, as with one lane).
 
 A step that a stop kept from being admitted, or that met a clean-stop error, yields
 nothing; once a stop is requested no step is admitted, the steps in flight are drained
@@ -303,7 +302,7 @@ class _Pipeline(StepIterator):
             else:
                 try:
                     with engine.new_scope() as self._waiting:
-                        feed = await self._next_feed()
+                        feed = await self._next_feed(self._waiting)
                         step = await engine.take_lane((self._fetches, feed, None, None), scope)
                 finally:
                     self._waiting = None

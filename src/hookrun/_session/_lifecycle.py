@@ -144,7 +144,7 @@ class Lifetime:
         self.closing: anyio.Event | None = None
         #: The scope of the hooks' end while a close runs it.
         self.ending: anyio.CancelScope | None = None
-        #: The waits a stop or a close ends (``iterate()``'s for a feed: ``UntilStop``),
+        #: The waits a stop or a close ends (``iterate()``'s for a feed: ``StepIterator._next_feed``),
         #: each one's cancel scope while it waits; ``Lifecycle._stopped`` cancels them.
         self.stop_waits: list[anyio.CancelScope] = []
 
