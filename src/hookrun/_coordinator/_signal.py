@@ -36,7 +36,7 @@ class StopSignal:
 
     def __init__(self) -> None:
         self.stopped = False
-        #: Called whenever the flag is set (a session watching many signals at once).
+        #: Called whenever the flag is set (the monitored session's: ``watch_stops``).
         self.watcher: Callable[[], None] | None = None
         self.exception: BaseException | None = None
         self.traceback: TracebackType | None = None

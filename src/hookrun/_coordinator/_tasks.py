@@ -44,7 +44,7 @@ from ._signal import StopSignal, _StopOnException, clean_types
 if TYPE_CHECKING:
     from .._timer import Clock
 
-__all__ = ["Coordinator", "close_hosted", "open_hosted"]
+__all__ = ["Coordinator", "close_hosted", "open_hosted", "watch_stops"]
 
 
 PosArgsT = TypeVarTuple("PosArgsT")
@@ -425,8 +425,8 @@ def _name_of(fn: object) -> str:
 
 # -- the monitored session's interface ----------------------------------------------------
 # A monitored session opens each coordinator it creates in a host task of its own task
-# group and closes it from another nesting level; these two functions are the whole of
-# what it uses beyond the public API.
+# group, closes it from another nesting level, and hears of its stop requests as they are
+# made; these three functions are the whole of what it uses beyond the public API.
 
 
 async def open_hosted(coord: Coordinator, task_group: TaskGroup) -> None:
@@ -439,3 +439,8 @@ async def close_hosted(coord: Coordinator, stop_grace_period: float) -> None:
     cancelled, as when a monitored session closes) and close the host task; shielded.
     Raises the recorded exception, if any."""
     await coord._close_hosted(stop_grace_period, ignore_live_tasks=True)
+
+
+def watch_stops(coord: Coordinator, watcher: Callable[[], None]) -> None:
+    """Call ``watcher()`` whenever a stop is requested of ``coord`` (from any task), at once."""
+    coord._signal.watcher = watcher

@@ -21,7 +21,8 @@ Admission goes on while the caller's loop body runs: up to N steps in flight and
 ``2 N`` admitted and not yet yielded. Each step runs in a fresh copy of the iterating
 task's context as of its latest ``__anext__``. A wait for a feed (async feeds) or for a
 lane held by another caller of the session is under a cancel scope the iterator cancels
-when it ends, so no admission outlives it.
+when it ends, so no admission outlives it; a stop or a close of the session, asked from
+any task, cancels it too while it waits for a feed (``_next_feed``, as with one lane).
 
 A step that a stop kept from being admitted, or that met a clean-stop error, yields
 nothing; once a stop is requested no step is admitted, the steps in flight are drained
@@ -256,9 +257,6 @@ class _Pipeline(StepIterator):
                     finally:
                         if again is None:  # the step is over: wake the iterating task if it waits for it
                             slot.done = True
-                            waiting = self._waiting
-                            if waiting is not None and engine.s.should_stop():  # its hooks asked to stop:
-                                waiting.cancel()  # the admission waiting for a feed gives up
                             if not self._ordered or self._exhausted or self._pending[0] is slot:
                                 self._wakeup()
                     running = False
@@ -302,7 +300,7 @@ class _Pipeline(StepIterator):
             else:
                 try:
                     with engine.new_scope() as self._waiting:
-                        feed = await self._next_feed()
+                        feed = await self._next_feed(self._waiting)
                         step = await engine.take_lane((self._fetches, feed, None, None), scope)
                 finally:
                     self._waiting = None
@@ -394,9 +392,7 @@ class _Pipeline(StepIterator):
                             return slot
             elif not self._admitting:
                 return None
-            wake = self._engine.wakers()  # until the next ``_wakeup``
-            self._wakes.append(wake)
-            await wake.wait()
+            await self._waker().wait()
 
     def _cancel(self, why: BaseException) -> None:
         """Cancel this iterator's steps in flight and its admission's wait (``_wait_out``
@@ -415,9 +411,13 @@ class _Pipeline(StepIterator):
         grace = self._engine.s._setup.grace
         with anyio.move_on_after(2 * grace + 1.0, shield=True):
             while self._admitting or any(not slot.done for slot in self._pending):
-                wake = self._engine.wakers()  # until the next ``_wakeup``
-                self._wakes.append(wake)
-                await wake.wait()
+                await self._waker().wait()
+
+    def _waker(self) -> Waker:
+        """A wake-up for the calling task, set by the next ``_wakeup``."""
+        wake = self._engine.wakers()
+        self._wakes.append(wake)
+        return wake
 
     def _origin(self, exc: BaseException) -> BaseException:
         """The error of the step that failed first, when ``exc`` is a cancellation it caused."""

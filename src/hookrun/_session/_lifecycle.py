@@ -17,9 +17,11 @@ the step's ``after_run`` and the session is never closed under its run. A step t
 fails with a recoverable error meanwhile is not recovered (``SessionClosedError``);
 ``end`` receives that session, as it receives a failed session still waiting to be
 replaced. A step (or an entry) waiting to retry stops waiting at once and raises
-``SessionClosedError``, creating nothing. A close from inside that very step (a hook,
-a step function) is refused, as it would wait for itself; a second close waits for the
-first one to be done.
+``SessionClosedError``, creating nothing. An ``iterate()`` waiting for the next item of
+an async feed stops waiting at once and ends its loop, as it does on a stop (``_stopped``,
+which a stop of a hook, a step function or the coordinator calls too). A close from
+inside that very step (a hook, a step function) is refused, as it would wait for itself;
+a second close waits for the first one to be done.
 
 The block, when it is left (cancelled, as a rule) while a close from another task is
 under way, waits for that close before it tears its task group down, and first stops
@@ -47,6 +49,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
+from .._coordinator._tasks import watch_stops
 from .._dispatch._workers import WorkerPool
 from .._errors import CLEAN_STOP_TYPES, SessionClosedError
 from .._inside import inside_error, inside_step
@@ -129,7 +132,7 @@ class Lifetime:
     """What entering and closing a monitored session keep between them, and what a close
     waits on."""
 
-    __slots__ = ("closing", "ending", "step_done", "tg")
+    __slots__ = ("closing", "ending", "step_done", "stop_waits", "tg")
 
     def __init__(self) -> None:
         #: The session's task group, from entry to the end of the close.
@@ -141,6 +144,9 @@ class Lifetime:
         self.closing: anyio.Event | None = None
         #: The scope of the hooks' end while a close runs it.
         self.ending: anyio.CancelScope | None = None
+        #: The waits a stop or a close ends (``iterate()``'s for a feed: ``StepIterator._next_feed``),
+        #: each one's cancel scope while it waits; ``Lifecycle._stopped`` cancels them.
+        self.stop_waits: list[anyio.CancelScope] = []
 
 
 class Lifecycle(SessionAttributes):
@@ -169,6 +175,8 @@ class Lifecycle(SessionAttributes):
                 await self._close_current(raise_errors=False)
                 raise SessionClosedError(f"{type(self).__name__} was closed while it was being entered")
             self._state = move(self._state, State.OPEN)
+            if self._coord is not None:
+                watch_stops(self._coord, self._stopped)
         except BaseException as exc:
             await self._teardown(call_end=False, error=exc)
             raise
@@ -195,6 +203,16 @@ class Lifecycle(SessionAttributes):
         if self._state in _CLOSABLE and inside_step(self):
             raise inside_error(self, "aclose()")
         await self._close(call_end=True, error=None)
+
+    def _stopped(self) -> None:
+        """A stop may have been requested (by a hook or a step function, ``_set_hook_stop``;
+        by the coordinator, from any task: its watcher) or the session closed: if it should
+        stop now, the waits a stop ends (``iterate()``'s for the next item of an async feed,
+        at every ``max_in_flight``) end at once, wherever they wait."""
+        waits = self._lifetime.stop_waits
+        if waits and self.should_stop():
+            for scope in waits:
+                scope.cancel()
 
     async def _teardown(self, *, call_end: bool, error: BaseException | None) -> None:
         try:
@@ -243,6 +261,7 @@ class Lifecycle(SessionAttributes):
     async def _close_now(self, *, call_end: bool, error: BaseException | None) -> None:
         """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
         was, self._state = self._state, move(self._state, State.CLOSED)
+        self._stopped()  # an iterate() waiting for a feed ends its loop now
         self._setup.sessions.backoffs.cancel()  # another task waits to retry: it stops waiting at once
         if not call_end and self._busy:  # an error or a cancellation: the steps in flight end first
             await self._abandon_steps(error)

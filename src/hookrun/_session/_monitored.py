@@ -192,6 +192,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         """A hook (or a step function) requested stop: sticky; nothing to stop unless open."""
         if self._state is _OPEN:
             self._state = move(self._state, State.STOPPED)
+            self._stopped()  # an iterate() waiting for a feed (in any task) ends its loop now
 
     def _admit(self, what: str) -> None:
         """The one check before a step starts: refuse it, saying why, unless it may run."""

@@ -190,6 +190,7 @@ class SessionAttributes:
     _lifetime: Lifetime
 
     # The methods one mixin calls on another.
+    should_stop: Callable[[], bool]
     raw_session: Callable[[], Any]
     _step_now: Callable[[], int | None]
     _admit: Callable[[str], None]
