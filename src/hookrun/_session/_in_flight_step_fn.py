@@ -33,7 +33,9 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
     s = self.s
     inside = STEPS_SET((*STEPS_GET(), s))
     try:
+        self.check_open("run_step_fn()")  # stopped or closed while it waited for a lane: refused as now
         with step.scope:
+
             budget = await self.ready(step, None)
             while True:
                 try:
