@@ -124,7 +124,9 @@ def lane_scenarios(draw: st.DrawFn, lanes: tuple[int, ...] = (1, 2, 4)) -> LaneS
     cancel_at = draw(st.one_of(st.none(), st.none(), st.integers(0, 5)))
     return LaneScenario(
         lanes=n,
-        # One lane keeps one step at a time: concurrent run() callers are refused there.
+        # One lane: concurrent run() callers take turns too (test_one_admission_rule.py), but
+        # a clean-stop error of run() does not stop the session there (with lanes it stops
+        # admission): the rules checked here for concurrent callers are those of lanes.
         mode=draw(st.sampled_from(MODES if n > 1 else MODES[:2])),
         items=items,
         hooks=hooks,

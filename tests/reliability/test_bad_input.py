@@ -428,26 +428,37 @@ async def test_run_re_entered_from_a_hook_is_refused() -> None:
 
 
 @pytest.mark.anyio
-async def test_two_tasks_at_once_are_refused() -> None:
-    """A second task calling run() while a step is in progress is refused, not interleaved."""
+async def test_two_tasks_at_once_take_turns() -> None:
+    """A second task calling run() (or run_step_fn()) while a step is in progress waits for
+    that step, in arrival order, never interleaved with it."""
     creator = ScriptedCreator({"x": 1}, hang_at={0: [0]})
-    errors: list[BaseException] = []
+    done: list[Any] = []
     async with MonitoredSession(creator, []) as sess:
         with anyio.fail_after(5):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(sess.run, "x")
-                await anyio.wait_all_tasks_blocked()
-                try:
-                    await sess.run("x")
-                except RuntimeError as exc:
-                    errors.append(exc)
-                try:
+                hung = anyio.CancelScope()
+
+                async def hang() -> None:
+                    with hung:
+                        await sess.run("x")
+                    done.append("cancelled")
+
+                async def run() -> None:
+                    done.append(("run", await sess.run("x")))
+
+                async def step_fn() -> None:
                     await sess.run_step_fn(_noop_step)
-                except RuntimeError as exc:
-                    errors.append(exc)
-                tg.cancel_scope.cancel()
-        assert creator.sessions[0].steps == 1
+                    done.append("run_step_fn")
+
+                tg.start_soon(hang)
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(run)
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(step_fn)
+                await anyio.wait_all_tasks_blocked()
+                assert done == [] and creator.sessions[0].steps == 1  # both wait for the step in progress
+                hung.cancel()
+        assert done == ["cancelled", ("run", 1), "run_step_fn"]
+        assert creator.sessions[0].steps == 2
         assert await sess.run("x") == 1
-    assert len(errors) == 2
-    for error in errors:
-        assert "while another run() or run_step_fn() of this session is in progress" in str(error)
+

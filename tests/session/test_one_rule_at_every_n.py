@@ -1,8 +1,8 @@
 """One lane and several follow one rule where they used to part: a step function's hooked
-runs after a stop and at once, ``iterate()`` after a stop or with a stop asked while it
-waits for a feed, errors of the feeds' own iterator, closes while a step loses its session
-or while a lane's session is re-created, step numbers after a step function's recovery,
-feeds that refuse a copy, and a missing fetch's note. Each test runs with one lane and
+runs after a stop and at once (they take turns), ``iterate()`` after a stop or with a stop
+asked while it waits for a feed, errors of the feeds' own iterator, closes while a step
+loses its session or while a lane's session is re-created, step numbers after a step
+function's recovery, feeds that refuse a copy, and a missing fetch's note. Each test runs with one lane and
 with several."""
 
 from __future__ import annotations
@@ -86,10 +86,10 @@ async def test_a_hook_stop_refuses_the_next_run_with_hooks_of_the_same_step_func
     assert hook.log == [("before_run", 0), ("after_run", 1)]
 
 
-async def test_two_hooked_runs_of_one_step_function_at_once_are_refused_with_one_lane() -> None:
+async def test_two_hooked_runs_of_one_step_function_at_once_take_turns_with_one_lane() -> None:
     """With one lane a step function's hooked runs are steps of the one lane, one at a time:
-    a second one while the first is under way is refused (as a second ``run()`` is), never
-    overlapped under hooks that did not declare ``overlapping_steps``."""
+    a second one while the first is under way waits for it (as a second ``run()`` does),
+    never overlapped under hooks that did not declare ``overlapping_steps``."""
     hook = Phases()
     release = anyio.Event()
 
@@ -104,22 +104,23 @@ async def test_two_hooked_runs_of_one_step_function_at_once_are_refused_with_one
             release.set()
 
         async def step_fn(ctx: StepContext) -> Any:
-            refused: BaseException | None = None
+            first: list[Any] = []
+
+            async def hooked_first() -> None:
+                first.append(await ctx.run_with_hooks("y", {"x": 1}))
+
             async with anyio.create_task_group() as tg:
-                tg.start_soon(ctx.run_with_hooks, "y", {"x": 1})
+                tg.start_soon(hooked_first)
                 await anyio.wait_all_tasks_blocked()
                 tg.start_soon(release_once_blocked)
-                try:
-                    await ctx.run_with_hooks("y", {"x": 2})
-                except RuntimeError as exc:
-                    refused = exc
-            return refused
+                second = await ctx.run_with_hooks("y", {"x": 2})
+                assert first == [1]  # the first one ended before the second one started
+            return first, second
 
         with anyio.fail_after(LIMIT):
-            refused = await sess.run_step_fn(step_fn)
-        assert "one step at a time" in str(refused) and "run_with_hooks()" in str(refused)
-        assert await sess.step_counter.get() == 1
-    assert hook.log == [("before_run", 0), ("after_run", 1)]
+            assert await sess.run_step_fn(step_fn) == ([1], 2)
+        assert await sess.step_counter.get() == 2
+    assert hook.log == [("before_run", 0), ("after_run", 1), ("before_run", 1), ("after_run", 2)]
 
 
 @pytest.mark.parametrize("max_in_flight", [1, 4])
@@ -393,7 +394,7 @@ async def test_a_stop_asked_in_a_lost_attempt_of_a_step_function_stands(max_in_f
 
 async def test_one_hooked_run_at_a_time_holds_across_a_step_functions_recovery() -> None:
     """With one lane, a hooked run left running by a step function attempt that was lost
-    still counts: the attempt made again cannot start a second one beside it."""
+    still counts: the attempt made again waits for it before it starts a second one."""
     hook = Phases()
     release = anyio.Event()
 
@@ -402,24 +403,32 @@ async def test_one_hooked_run_at_a_time_holds_across_a_step_functions_recovery()
         return {"y": 1}
 
     attempts: list[str] = []
+    first_session: list[Any] = []
     async with MonitoredSession(lambda: StepSession(slow), [hook], retry=NO_WAIT) as sess:
+
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as outer:
 
                 async def step_fn(ctx: StepContext) -> None:
                     if not attempts:
                         attempts.append("first")
+                        first_session.append(ctx.session)
                         outer.start_soon(ctx.run_with_hooks, "y")  # outlives this attempt
                         await anyio.wait_all_tasks_blocked()
                         raise UnavailableError("lost while a hooked run is under way")
                     attempts.append("again")
+                    assert ctx.session is not first_session[0]  # the attempt made again has a new one
+                    outer.start_soon(release_once_blocked)
                     await ctx.run_with_hooks("y")
+                    assert hook.log[:2] == [("before_run", 0), ("after_run", 1)]  # the one left ran first
 
-                with pytest.raises(RuntimeError, match="one step at a time"):
-                    await sess.run_step_fn(step_fn)
-                release.set()
+                async def release_once_blocked() -> None:
+                    await anyio.wait_all_tasks_blocked()
+                    release.set()
+
+                await sess.run_step_fn(step_fn)
     assert attempts == ["first", "again"]
-    assert [entry for entry in hook.log if entry[0] == "before_run"] == [("before_run", 0)]
+    assert hook.log == [("before_run", 0), ("after_run", 1), ("before_run", 1), ("after_run", 2)]
 
 
 @pytest.mark.parametrize("max_in_flight", [1, 4])

@@ -439,7 +439,7 @@ async def test_a_stop_or_an_error_held_by_the_coordinator_is_seen_before_the_ste
     assert outcome[:4] == [0, 0, 1, True]
 
 
-async def test_a_run_from_another_task_during_a_step_is_refused() -> None:
+async def test_a_run_from_another_task_during_a_step_waits_for_it() -> None:
     def make(record: Record) -> MonitoredSession:
         return MonitoredSession(ScriptedCreator({"k": 1}, hang_at={0: [0]}), [PlainRecorder(record, "h")])
 
@@ -447,18 +447,29 @@ async def test_a_run_from_another_task_during_a_step_is_refused() -> None:
         out: list[Any] = []
         async with sess:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(sess.run, "k")  # waits in its run until cancelled
+                hung = anyio.CancelScope()
+
+                async def hang() -> None:
+                    with hung:
+                        await sess.run("k")  # waits in its run until cancelled
+
+                async def second() -> None:
+                    out.append(await sess.run("k"))
+
+                tg.start_soon(hang)
                 await anyio.wait_all_tasks_blocked()
-                with pytest.raises(RuntimeError) as caught:
-                    await sess.run("k")
-                out.append(_outcome(caught.value))
-                tg.cancel_scope.cancel()
+                tg.start_soon(second)
+                await anyio.wait_all_tasks_blocked()
+                out.append("waiting" if not out else "ran beside the step")
+                hung.cancel()
             out.append(await sess.run("k"))
         return out
 
-    outcome, _, _ = await _both_ways(make, steps)
-    assert "in progress" in outcome[0][1]
-    assert outcome[1] == 1
+    outcome, record, _ = await _both_ways(make, steps)
+    assert outcome == ["waiting", 1, 1]
+    # the step cancelled made no after_run; the one that waited ran whole, after it
+    assert [entry[1:3] for entry in record] == [("before", 0), ("before", 0), ("after", 0), ("before", 1), ("after", 1)]
+
 
 
 class Gated:

@@ -294,21 +294,32 @@ async def test_entering_twice_is_an_error() -> None:
             await sess.__aenter__()
 
 
-async def test_run_from_two_tasks_at_once_is_refused() -> None:
-    """A second concurrent run() raises instead of interleaving steps."""
+async def test_run_from_two_tasks_at_once_takes_turns() -> None:
+    """A second concurrent run() waits for the step in progress instead of interleaving
+    steps, and runs once it ended."""
     session_creator = ScriptedCreator({"a": 1}, hang_at={0: [0]})
-    errors: list[BaseException] = []
+    results: list[Any] = []
     async with MonitoredSession(session_creator, []) as sess:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sess.run, "a")
-            await anyio.wait_all_tasks_blocked()
-            try:
-                await sess.run("a")
-            except RuntimeError as exc:
-                errors.append(exc)
-            tg.cancel_scope.cancel()
-        assert await sess.run("a") == 1
-    assert len(errors) == 1 and "one step at a time" in str(errors[0])
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                hung = anyio.CancelScope()
+
+                async def hang() -> None:
+                    with hung:
+                        await sess.run("a")
+
+                async def second() -> None:
+                    results.append(await sess.run("a"))
+
+                tg.start_soon(hang)
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(second)
+                await anyio.wait_all_tasks_blocked()
+                assert results == [] and session_creator.sessions[0].steps == 1  # it waits
+                hung.cancel()
+            assert results == [1]
+            assert await sess.run("a") == 1
+
 
 
 async def test_run_timeout_is_deadline_exceeded() -> None:

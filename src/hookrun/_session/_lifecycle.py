@@ -12,8 +12,10 @@ session, shielded and bounded by the grace period, then the task group, left las
 that it outlives every task it holds.
 
 A clean close from another task while a step runs (OPEN) waits for that step to end
-(no new step starts once the close began), then ends and closes: ``end`` comes after
-the step's ``after_run`` and the session is never closed under its run. A step that
+(no new step starts once the close began: with one lane the callers waiting for that
+step are then refused, ``_turns.py``), then ends and closes: ``end`` comes after the
+step's ``after_run`` and
+ the session is never closed under its run. A step that
 fails with a recoverable error meanwhile is not recovered (``SessionClosedError``);
 ``end`` receives that session, as it receives a failed session still waiting to be
 replaced. A step (or an entry) waiting to retry stops waiting at once and raises
@@ -43,6 +45,7 @@ notes); a close after an error adds them to that error as notes instead.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -132,13 +135,20 @@ class Lifetime:
     """What entering and closing a monitored session keep between them, and what a close
     waits on."""
 
-    __slots__ = ("closing", "ending", "step_done", "stop_waits", "tg")
+    __slots__ = ("closing", "ending", "hooked", "step_done", "stop_waits", "tg", "waiting")
 
     def __init__(self) -> None:
         #: The session's task group, from entry to the end of the close.
         self.tg: TaskGroup | None = None
-        #: Set by a clean close from another task that waits for the running step (or the
-        #: steps in flight) to end; the step's end sets it.
+        #: With one lane: the callers from other tasks waiting for the step in progress, in
+        #: arrival order (a close waiting for it first); the step's end hands the lane on
+        #: (``_turns.py``). Empty while nobody waits.
+        self.waiting: deque[anyio.Event] = deque()
+        #: With one lane: a step function's ``run_with_hooks`` calls waiting for the one in
+        #: progress (from other tasks), in arrival order.
+        self.hooked: deque[anyio.Event] = deque()
+        #: With steps in flight: set by a clean close from another task that waits for the
+        #: steps in flight to end; the last one's end sets it.
         self.step_done: anyio.Event | None = None
         #: Set once a close is done; None until one starts.
         self.closing: anyio.Event | None = None
@@ -321,12 +331,15 @@ class Lifecycle(SessionAttributes):
             # close after it, never under it. Cancelled while waiting: close without end.
             # Not for steps renewing their lanes: they stop at the close (a wait to retry is
             # cut short, a session created after it is closed at once).
-            lifetime = self._lifetime
-            lifetime.step_done = done = anyio.Event()
-            try:
-                await done.wait()  # set by the step's end (``run``, ``run_step_fn``)
-            finally:
-                lifetime.step_done = None
+            if self._in_flight is None:  # first in line: the callers queued behind then refuse
+                await self._steps_ended()
+            else:
+                lifetime = self._lifetime
+                lifetime.step_done = done = anyio.Event()
+                try:
+                    await done.wait()  # set by the last step's end (``InFlight.end``)
+                finally:
+                    lifetime.step_done = None
         raw = self.raw_session()
         if call_end and raw is None:
             # No session to end with (re-creating it failed, or it is being created in

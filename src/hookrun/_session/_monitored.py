@@ -6,16 +6,17 @@ A monitored session composes ``LaneSessions`` (``_lane_sessions.py``: its lanes,
 owning one raw session from creation to close, and its one coordinator) and, with
 ``max_in_flight > 1``, the steps-in-flight engine its entry points go to
 (``_in_flight*.py``); its mixins are entering and closing (``_lifecycle.py``),
-recovering a lane (``_recovering.py``), ``run`` (``_run.py``) and the steps of one lane
-at a time (``_stepping.py``). The states (NEW, ENTERING, OPEN, STOPPED, CLOSED), what
+recovering a lane (``_recovering.py``), ``run`` (``_run.py``), the steps of one lane
+at a time (``_stepping.py``) and the callers waiting for them (``_turns.py``). The states (NEW, ENTERING, OPEN, STOPPED, CLOSED), what
 each allows and which changes exist are tabled in ``_state.py``, whose ``move`` makes
 every change; ``_lifecycle.py`` makes them all but a hook's stop request, OPEN →
 STOPPED (``_set_hook_stop``, here).
 
-Orthogonal to the state: ``_busy`` (a step is running; a clean close from another task
-waits for it, on ``_lifetime.step_done``). ``_admit`` is the one check of ``run``, ``iterate``
-and ``run_step_fn``. What a session carries is declared once, in ``_state.py``
-(``SessionAttributes``).
+Orthogonal to the state: ``_busy`` (a step is running; with one lane, a caller from another
+task, or a clean close, waits for it in ``_lifetime.waiting``: ``_turns.py``; with steps in
+flight a clean close waits on ``_lifetime.step_done``). ``_admit`` is the one check of
+``run``, ``iterate`` and ``run_step_fn``. What a session carries is declared once, in
+``_state.py`` (``SessionAttributes``).
 
 Invariants: begin runs once; every created session and coordinator is closed
 exactly once; after_run runs only after a successful session run; a hook stop
@@ -62,6 +63,7 @@ from ._state import OPENED as _OPENED
 from ._state import State, move, refuse_step
 from ._step_fn_context import StepContext
 from ._stepping import Stepping, step_context_hooks
+from ._turns import Turns
 
 __all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
 
@@ -71,7 +73,7 @@ T = TypeVar("T")
 _OPEN = State.OPEN  # read on every step: a module global is cheaper than an enum attribute
 
 
-class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
+class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running, Turns):
     # Every attribute is a slot of ``SessionAttributes`` (``_state.py``), but the public
     # ``hooks`` and ``max_in_flight``.
 
@@ -194,19 +196,20 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
             self._state = move(self._state, State.STOPPED)
             self._stopped()  # an iterate() waiting for a feed (in any task) ends its loop now
 
-    def _admit(self, what: str) -> None:
-        """The one check before a step starts: refuse it, saying why, unless it may run."""
+    def _admit(self, what: str) -> bool:
+        """The one check before a step starts: refuse it, saying why, unless it may run now
+        (False) or once the step in progress, another task's, ended (True: ``_wait_turn``
+        waits for it, in arrival order). From inside one of the session's own steps it is
+        refused at once: it would wait for itself."""
         if self._state is _OPEN and not self._busy:
-            return
+            return False
         if self._state in _OPENED and self._busy:
             if inside_step(self):
                 raise inside_error(self, what)
-            raise RuntimeError(
-                f"{type(self).__name__}.{what} called while another run() or run_step_fn() "
-                "of this session is in progress (from another task, or re-entered from a hook); "
-                "a monitored session runs one step at a time"
-            )
+            if self._state is _OPEN:
+                return True
         refuse_step(self, self._state, what)
+        return False  # pragma: no cover  # refuse_step raises
 
     def _refuse_broken(self) -> None:
         self._admit("run()")
@@ -246,7 +249,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
         if self._in_flight is not None:  # on a free lane, waiting for one
             return await in_flight_step_fn(self._in_flight, step_fn)  # type: ignore[no-any-return]
         check_step_fn(step_fn)
-        self._admit("run_step_fn()")
+        if self._admit("run_step_fn()"):  # another task's step is in progress: wait for it
+            await self._wait_turn("run_step_fn()")
         self._busy = True
         inside = STEPS_SET((*STEPS_GET(), self))
         try:
@@ -255,10 +259,10 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
             return await self._call_step_fn(step_fn)
         finally:
             STEPS_RESET(inside)
-            self._busy = False
-            done = self._lifetime.step_done
-            if done is not None:  # a close from another task waits for this step
-                done.set()
+            if self._lifetime.waiting:  # a caller (or a close) from another task waits for this step
+                self._pass_turn()
+            else:
+                self._busy = False
 
     async def _call_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
         raw = self._lane.raw
@@ -272,21 +276,24 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running):
     ) -> Any:
         """``StepContext.run_with_hooks`` with one lane: a step of that lane, admitted as
         ``run()`` is (none after a stop or a close), one at a time, whichever attempt of
-        the step function started the one under way."""
+        the step function started the one under way: one called while another is in
+        progress (from another task) waits for it, in arrival order."""
         if self._state is not _OPEN:
             refuse_step(self, self._state, "run_with_hooks()")
         lane = self._lane
         if lane.hooked_run:
-            raise RuntimeError(
-                f"{type(self).__name__}.run_with_hooks() called while another run_with_hooks() of this "
-                "step function is in progress (from another task); with max_in_flight=1 a monitored "
-                "session runs one step at a time"
-            )
+            await self._hooked_turn()
+            if self._state is not _OPEN:  # stopped or closed meanwhile: refused as it would be now
+                self._pass_hooked()
+                refuse_step(self, self._state, "run_with_hooks()")
         lane.hooked_run = True
         try:
             return await self._step(fetches, feed_dict, options, run_metadata)
         finally:
-            lane.hooked_run = False
+            if self._lifetime.hooked:  # another hooked run of this step function waits for this one
+                self._pass_hooked()
+            else:
+                lane.hooked_run = False
 
 
 class MonitoredSession(_MonitoredSessionBase):

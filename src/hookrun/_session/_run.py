@@ -7,7 +7,8 @@ statistics, without ``options``, no retries on the same session), its phases and
 run happen right here, in ``run``'s own coroutine; any other step goes to the step body
 the constructor chose (``self._step``: ``_stepping.py``). Either way the session is
 marked busy and inside its own step, a recoverable error re-creates the lane's session
-and re-runs the call (``_recovering.py``), and the session is released on every way out.
+and re-runs the call (``_recovering.py``), and the session is released on every way out:
+to the first caller from another task waiting for it, if any (``_turns.py``).
 
 The plain-call step is ``Stepping._general_step``'s path for plain calls, copied here so
 that such a step needs no coroutine of its own: a step with one plain hook costs 10-12 %
@@ -78,10 +79,11 @@ class Running(SessionAttributes):
             and not (self._lane.renew or self._coord.should_stop())  # type: ignore[union-attr]  # (a recovery first)
         )
         if not plain:
-            if self._state is not _OPEN or self._busy:
-                self._admit("run()")
+            queued = (self._state is not _OPEN or self._busy) and self._admit("run()")
             if feed_dict is not None and type(feed_dict) is not dict:
                 check_feed_dict(feed_dict, "the caller")  # a list or a string is refused here
+            if queued:  # another task's step is in progress: its end hands the lane to this one
+                await self._wait_turn("run()")
         self._busy = True
         inside = STEPS_SET((*STEPS_GET(), self))
         try:
@@ -133,7 +135,7 @@ class Running(SessionAttributes):
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
         finally:
             STEPS_RESET(inside)
-            self._busy = False
-            done = self._lifetime.step_done
-            if done is not None:  # a close from another task waits for this step
-                done.set()
+            if self._lifetime.waiting:  # a caller (or a close) from another task waits for this step
+                self._pass_turn()
+            else:
+                self._busy = False

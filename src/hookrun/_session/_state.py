@@ -34,8 +34,8 @@ Every change of state goes through :func:`move`, which refuses any change not in
 * ENTERING, OPEN or STOPPED → CLOSED: closing (``_lifecycle.py``), also when entering fails.
 
 Orthogonal to the state: whether a step is running (the session's ``_busy``; a clean
-close from another task waits for it), as a hook may request stop, and a close may
-start, while one runs.
+close from another task waits for it, and with one lane a step from another task too),
+as a hook may request stop, and a close may start, while one runs.
 
 Recovery is not a state of the session: a lane's session is replaced while the other
 lanes go on (``_recovering.py``, ``_lane_sessions.py``).
@@ -193,7 +193,10 @@ class SessionAttributes:
     should_stop: Callable[[], bool]
     raw_session: Callable[[], Any]
     _step_now: Callable[[], int | None]
-    _admit: Callable[[str], None]
+    _admit: Callable[[str], bool]
+    _wait_turn: Callable[[str], Awaitable[None]]
+    _pass_turn: Callable[[], None]
+    _steps_ended: Callable[[], Awaitable[None]]
     _refuse_broken: Callable[[], None]
     _general_step: Callable[..., Awaitable[Any]]
     _is_recoverable: Callable[[BaseException], bool]

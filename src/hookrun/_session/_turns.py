@@ -1,0 +1,96 @@
+"""One step at a time, in arrival order: ``Turns``, a mixin of a monitored session with one
+lane (``_monitored.py``; the attributes it reads are declared in ``_state.py``).
+
+With ``max_in_flight=1`` a ``run()`` or ``run_step_fn()`` from another task while a step is
+in progress waits for that step, as a caller waits for a free lane with lanes: the
+callers waiting queue in the session's ``_lifetime.waiting``, and the step's end hands the
+lane (``_busy`` stays true) to the first of them, so that a task looping on ``run()`` never
+overtakes a caller waiting. A caller woken once the session stopped or closed holds the
+lane only to pass it on, and is refused as it would be if it called then. A close from
+another task waiting for the step in progress is first in line (``steps_ended``): it goes
+on once that step ended, and passes the lane on to the callers queued behind it, who
+refuse. Two ``run_with_hooks`` of one step function from two tasks queue the same way,
+in ``_lifetime.hooked``: the second runs once the first ended.
+
+A call from inside one of the session's own steps is refused at once (it would wait for
+itself): ``_admit``.
+
+Invariants: callers wait only while the lane is held (``_busy``, or ``Lane.hooked_run``);
+whoever holds it when it is handed on, a caller cancelled just after being handed it
+included, hands it on (to the next caller waiting, else frees it), so a queued caller is
+woken, in order, once each one before it let go.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import anyio
+
+from ._state import SessionAttributes, State, refuse_step
+
+__all__ = ["Turns", "hand_on", "wait_turn"]
+
+_OPEN = State.OPEN
+
+
+async def wait_turn(waiting: deque[anyio.Event], pass_on: Callable[[], None], *, first: bool = False) -> None:
+    """Wait in ``waiting`` (at its head when ``first``) until the holder hands its turn on
+    (``hand_on``); cancelled once it was handed on, pass it on with ``pass_on``."""
+    event = anyio.Event()
+    if first:
+        waiting.appendleft(event)
+    else:
+        waiting.append(event)
+    try:
+        await event.wait()
+    except BaseException:
+        if event.is_set():  # handed the turn as it was cancelled: pass it on
+            pass_on()
+        else:
+            waiting.remove(event)
+        raise
+
+
+def hand_on(waiting: deque[anyio.Event]) -> bool:
+    """Hand the turn to the first caller waiting in ``waiting``: whether there was one."""
+    if waiting:
+        waiting.popleft().set()
+        return True
+    return False
+
+
+class Turns(SessionAttributes):
+    """The callers waiting for the step in progress of a session with one lane (a mixin)."""
+
+    async def _wait_turn(self, what: str) -> None:
+        """Wait for the step in progress (another task's: ``_admit`` said so), in arrival
+        order; then hold the lane, or pass it on and refuse ``what`` as a call now would be
+        (the session stopped or closed meanwhile)."""
+        await wait_turn(self._lifetime.waiting, self._pass_turn)
+        if self._state is not _OPEN:
+            self._pass_turn()
+            refuse_step(self, self._state, what)
+
+    def _pass_turn(self) -> None:
+        """The step in progress ended: the lane passes to the first caller waiting (``_busy``
+        stays true), else it is free."""
+        if not hand_on(self._lifetime.waiting):
+            self._busy = False
+
+    async def _steps_ended(self) -> None:
+        """A close from another task waits for the step in progress, first in line; then the
+        callers queued behind it are woken in turn, each refusing (the session is closed)."""
+        await wait_turn(self._lifetime.waiting, self._pass_turn, first=True)
+        self._pass_turn()
+
+    async def _hooked_turn(self) -> None:
+        """A step function's ``run_with_hooks`` while another of its hooked runs is in
+        progress (from another task): wait for it, in arrival order."""
+        await wait_turn(self._lifetime.hooked, self._pass_hooked)
+
+    def _pass_hooked(self) -> None:
+        """A hooked run of the step function ended: the next one waiting goes, else none runs."""
+        if not hand_on(self._lifetime.hooked):
+            self._lane.hooked_run = False
