@@ -132,8 +132,9 @@ class Setup:
 
 
 class Lifetime:
-    """What entering and closing a monitored session keep between them, and what a close
-    waits on."""
+    """What entering and closing a monitored session keep between them, what a close
+    waits on, and with one lane the callers waiting for the step in progress."""
+
 
     __slots__ = ("closing", "ending", "hooked", "step_done", "stop_waits", "tg", "waiting")
 

@@ -245,7 +245,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running, Turns):
 
     async def run_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
         """Call ``step_fn(step_context)`` (async) and return its value; recovered calls get
-        a context with the new session."""
+        a context with the new session. Admitted as ``run()`` is (it waits for a lane)."""
+
         if self._in_flight is not None:  # on a free lane, waiting for one
             return await in_flight_step_fn(self._in_flight, step_fn)  # type: ignore[no-any-return]
         check_step_fn(step_fn)

@@ -68,7 +68,16 @@ class Running(SessionAttributes):
         options: RunOptions | None = None,
         run_metadata: RunMetadata | None = None,
     ) -> Any:
-        """One step: before_run → session run → after_run; returns the caller's fetches."""
+        """One step: before_run → session run → after_run; returns the caller's fetches.
+
+        Called from another task while every lane is busy (with the default
+        ``max_in_flight=1``: while a step is in progress), it waits for a lane, in arrival
+        order, then runs, or raises as a call then would (``RunAfterStopError`` after a
+        stop, ``SessionClosedError`` after a close). Called from inside one of the
+        session's own steps (a hook, the raw run, a step function), it raises
+        ``RuntimeError`` at once.
+        """
+
         if self._in_flight is not None:  # on a free lane, waiting for one
             return await self._in_flight.run(fetches, feed_dict, options, run_metadata)
         stats = self._stats
