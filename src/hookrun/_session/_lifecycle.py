@@ -141,13 +141,12 @@ class Lifetime:
     def __init__(self) -> None:
         #: The session's task group, from entry to the end of the close.
         self.tg: TaskGroup | None = None
-        #: With one lane: the callers from other tasks waiting for the step in progress, in
-        #: arrival order (a close waiting for it first); the step's end hands the lane on
-        #: (``_turns.py``). Empty while nobody waits.
+        #: With one lane, in arrival order: the callers from other tasks waiting for the step
+        #: in progress (a close first), and a step function's ``run_with_hooks`` calls waiting
+        #: for the one in progress; a step's end hands the lane on (``_turns.py``).
         self.waiting: deque[anyio.Event] = deque()
-        #: With one lane: a step function's ``run_with_hooks`` calls waiting for the one in
-        #: progress (from other tasks), in arrival order.
         self.hooked: deque[anyio.Event] = deque()
+
         #: With steps in flight: set by a clean close from another task that waits for the
         #: steps in flight to end; the last one's end sets it.
         self.step_done: anyio.Event | None = None
@@ -332,15 +331,7 @@ class Lifecycle(SessionAttributes):
             # close after it, never under it. Cancelled while waiting: close without end.
             # Not for steps renewing their lanes: they stop at the close (a wait to retry is
             # cut short, a session created after it is closed at once).
-            if self._in_flight is None:  # first in line: the callers queued behind then refuse
-                await self._steps_ended()
-            else:
-                lifetime = self._lifetime
-                lifetime.step_done = done = anyio.Event()
-                try:
-                    await done.wait()  # set by the last step's end (``InFlight.end``)
-                finally:
-                    lifetime.step_done = None
+            await self._steps_ended()  # (with one lane, callers waiting for that step then refuse)
         raw = self.raw_session()
         if call_end and raw is None:
             # No session to end with (re-creating it failed, or it is being created in

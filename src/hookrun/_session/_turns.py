@@ -7,7 +7,7 @@ callers waiting queue in the session's ``_lifetime.waiting``, and the step's end
 lane (``_busy`` stays true) to the first of them, so that a task looping on ``run()`` never
 overtakes a caller waiting. A caller woken once the session stopped or closed holds the
 lane only to pass it on, and is refused as it would be if it called then. A close from
-another task waiting for the step in progress is first in line (``steps_ended``): it goes
+another task waiting for the step in progress is first in line (``_steps_ended``): it goes
 on once that step ended, and passes the lane on to the callers queued behind it, who
 refuse. Two ``run_with_hooks`` of one step function from two tasks queue the same way,
 in ``_lifetime.hooked``: the second runs once the first ended.
@@ -80,10 +80,21 @@ class Turns(SessionAttributes):
             self._busy = False
 
     async def _steps_ended(self) -> None:
-        """A close from another task waits for the step in progress, first in line; then the
-        callers queued behind it are woken in turn, each refusing (the session is closed)."""
-        await wait_turn(self._lifetime.waiting, self._pass_turn, first=True)
-        self._pass_turn()
+        """A clean close from another task waits for the step in progress, first in line;
+        then the callers queued behind it are woken in turn, each refusing (the session is
+        closed). With steps in flight: for them all to end (``InFlight.end`` sets
+        ``step_done``)."""
+        lifetime = self._lifetime
+        if self._in_flight is None:
+            await wait_turn(lifetime.waiting, self._pass_turn, first=True)
+            self._pass_turn()
+            return
+        lifetime.step_done = done = anyio.Event()
+        try:
+            await done.wait()
+        finally:
+            lifetime.step_done = None
+
 
     async def _hooked_turn(self) -> None:
         """A step function's ``run_with_hooks`` while another of its hooked runs is in
