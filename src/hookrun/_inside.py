@@ -9,6 +9,9 @@ A close, ``run()`` or ``iterate()`` of a session from inside one of its own step
 refused with it: a close would wait for the step it is part of, a step would wait for a
 lane or for the step it is part of.
 
+With one lane a step function's hooked run (``run_with_hooks``) adds its lane too: another
+hooked run from inside it (one of its hooks) is refused, as it would wait for itself.
+
 Invariant: a step sets the variable when it starts and restores the value it found when
 it ends, on every way out; nothing else sets it but ``forget_steps``.
 """

@@ -425,5 +425,34 @@ async def test_a_second_hooked_run_cancelled_while_it_waits_leaves_the_lane_to_a
     assert hook.log == [("before_run", 0), ("after_run", 1), ("before_run", 1), ("after_run", 2)]
 
 
+async def test_a_hooked_run_from_inside_the_hooked_run_in_progress_is_refused_at_once() -> None:
+    """One lane: a hook of a step function's hooked run that calls ``run_with_hooks`` again
+    (the step function's context, reached from the hook) would wait for its own hooked run."""
+    contexts: list[StepContext] = []
+    refused: list[BaseException] = []
+
+    class Reenters:
+        async def before_run(self, run_context: SessionRunContext) -> None:
+            if contexts:
+                try:
+                    await contexts.pop().run_with_hooks("y", {"who": "inside"})
+                except RuntimeError as exc:
+                    refused.append(exc)
+
+    run = Gate()
+    run.gate.set()
+    async with _session(run, [Reenters()], 1) as sess:
+
+        async def step_fn(ctx: StepContext) -> Any:
+            contexts.append(ctx)
+            return await ctx.run_with_hooks("y", {"who": "step_fn"})
+
+        with anyio.fail_after(LIMIT):
+            assert await sess.run_step_fn(step_fn) == "step_fn"
+            assert await sess.run("y", {"who": "after"}) == "after"  # nothing left held
+    assert len(refused) == 1 and "from inside one of its own steps" in str(refused[0])
+    assert run.started == ["step_fn", "after"]
+
+
 async def _noop(ctx: StepContext) -> None:
     return None

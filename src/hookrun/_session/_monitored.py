@@ -7,10 +7,10 @@ owning one raw session from creation to close, and its one coordinator) and, wit
 ``max_in_flight > 1``, the steps-in-flight engine its entry points go to
 (``_in_flight*.py``); its mixins are entering and closing (``_lifecycle.py``),
 recovering a lane (``_recovering.py``), ``run`` (``_run.py``), the steps of one lane
-at a time (``_stepping.py``) and the callers waiting for them (``_turns.py``). The states (NEW, ENTERING, OPEN, STOPPED, CLOSED), what
-each allows and which changes exist are tabled in ``_state.py``, whose ``move`` makes
-every change; ``_lifecycle.py`` makes them all but a hook's stop request, OPEN →
-STOPPED (``_set_hook_stop``, here).
+at a time (``_stepping.py``) and the callers waiting for them (``_turns.py``). The
+states (NEW, ENTERING, OPEN, STOPPED, CLOSED), what each allows and which changes exist
+are tabled in ``_state.py``, whose ``move`` makes every change; ``_lifecycle.py`` makes
+them all but a hook's stop request, OPEN → STOPPED (``_set_hook_stop``, here).
 
 Orthogonal to the state: ``_busy`` (a step is running; with one lane, a caller from another
 task, or a clean close, waits for it in ``_lifetime.waiting``: ``_turns.py``; with steps in
@@ -246,7 +246,6 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running, Turns):
     async def run_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
         """Call ``step_fn(step_context)`` (async) and return its value; recovered calls get
         a context with the new session. Admitted as ``run()`` is (it waits for a lane)."""
-
         if self._in_flight is not None:  # on a free lane, waiting for one
             return await in_flight_step_fn(self._in_flight, step_fn)  # type: ignore[no-any-return]
         check_step_fn(step_fn)
@@ -283,15 +282,20 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running, Turns):
             refuse_step(self, self._state, "run_with_hooks()")
         lane = self._lane
         if lane.hooked_run:
+            if inside_step(lane):  # from inside that hooked run (a hook of it): it would wait for itself
+                raise inside_error(self, "run_with_hooks()")
             await self._hooked_turn()
             if self._state is not _OPEN:  # stopped or closed meanwhile: refused as it would be now
                 self._pass_hooked()
                 refuse_step(self, self._state, "run_with_hooks()")
         lane.hooked_run = True
+        inside = STEPS_SET((*STEPS_GET(), lane))  # what runs inside it knows (the lane stands for it)
         try:
             return await self._step(fetches, feed_dict, options, run_metadata)
         finally:
-            if self._lifetime.hooked:  # another hooked run of this step function waits for this one
+            STEPS_RESET(inside)
+            if self._lifetime.hooked:
+  # another hooked run of this step function waits for this one
                 self._pass_hooked()
             else:
                 lane.hooked_run = False
