@@ -425,13 +425,16 @@ async def test_a_second_hooked_run_cancelled_while_it_waits_leaves_the_lane_to_a
     assert hook.log == [("before_run", 0), ("after_run", 1), ("before_run", 1), ("after_run", 2)]
 
 
-async def test_a_hooked_run_from_inside_the_hooked_run_in_progress_is_refused_at_once() -> None:
-    """One lane: a hook of a step function's hooked run that calls ``run_with_hooks`` again
-    (the step function's context, reached from the hook) would wait for its own hooked run."""
+@pytest.mark.parametrize("n", [1, 2])
+async def test_a_hooked_run_from_inside_the_hooked_run_in_progress_is_refused_at_once(n: int) -> None:
+    """A hook of a step function's hooked run that calls ``run_with_hooks`` again (the step
+    function's context, reached from the hook) would wait for its own hooked run."""
     contexts: list[StepContext] = []
     refused: list[BaseException] = []
 
     class Reenters:
+        overlapping_steps = True
+
         async def before_run(self, run_context: SessionRunContext) -> None:
             if contexts:
                 try:
@@ -441,7 +444,7 @@ async def test_a_hooked_run_from_inside_the_hooked_run_in_progress_is_refused_at
 
     run = Gate()
     run.gate.set()
-    async with _session(run, [Reenters()], 1) as sess:
+    async with _session(run, [Reenters()], n) as sess:
 
         async def step_fn(ctx: StepContext) -> Any:
             contexts.append(ctx)

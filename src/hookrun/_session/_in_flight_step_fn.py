@@ -12,7 +12,7 @@ from typing import Any
 
 from .._errors import RunAfterStopError
 from .._hook_protocol import RunMetadata, RunOptions
-from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET
+from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET, inside_error, inside_step
 from ._checks import check_step_fn
 from ._diagnose import note_missing_fetch_of_layout
 from ._in_flight import InFlight
@@ -73,9 +73,12 @@ class _LaneOwner:
     ) -> Any:
         """``StepContext.run_with_hooks`` with lanes: a step admitted like any other, on the
         lane the step function holds."""
-        engine = self.engine
-        sub = Step(self.step.lane, (fetches, feed_dict, options, run_metadata))
+        engine, holder = self.engine, self.step
+        if inside_step(holder):  # from inside a hooked run of it (a hook of it): it would wait for itself
+            raise inside_error(engine.s, "run_with_hooks()")
+        sub = Step(holder.lane, (fetches, feed_dict, options, run_metadata))
         error: BaseException | None = None
+        inside = STEPS_SET((*STEPS_GET(), holder))  # what runs inside it knows (its holder stands for it)
         try:
             with sub.scope:  # its phases run under it
                 if not await engine.admit(sub):
@@ -94,7 +97,8 @@ class _LaneOwner:
             error = exc
             raise
         finally:
+            STEPS_RESET(inside)
             try:
                 sub.leave_contexts(error)  # may raise (a hook's step_context leaving a step that went well)
             finally:
-                engine.phases_over(sub, self.step)
+                engine.phases_over(sub, holder)

@@ -294,11 +294,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running, Turns):
             return await self._step(fetches, feed_dict, options, run_metadata)
         finally:
             STEPS_RESET(inside)
-            if self._lifetime.hooked:
-  # another hooked run of this step function waits for this one
-                self._pass_hooked()
-            else:
-                lane.hooked_run = False
+            self._pass_hooked()  # to the next hooked run of this step function waiting, if any
 
 
 class MonitoredSession(_MonitoredSessionBase):

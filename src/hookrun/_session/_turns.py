@@ -95,7 +95,6 @@ class Turns(SessionAttributes):
         finally:
             lifetime.step_done = None
 
-
     async def _hooked_turn(self) -> None:
         """A step function's ``run_with_hooks`` while another of its hooked runs is in
         progress (from another task): wait for it, in arrival order."""
