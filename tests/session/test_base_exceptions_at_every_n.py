@@ -151,3 +151,71 @@ async def test_concurrent_runs_raise_it_in_the_callers_task(where: str, max_in_f
     assert hook.received == [raised.value]
     if max_in_flight > 1:  # every caller's step ended: one got the exception, the others a result or its cancellation
         assert len(outcomes) == max_in_flight
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 2, 4])
+@pytest.mark.parametrize("error", BASE_EXCEPTIONS, ids=lambda e: e.__name__)
+async def test_one_raised_by_a_step_as_the_loop_is_cancelled_is_not_lost(
+    error: type[BaseException], max_in_flight: int
+) -> None:
+    """The iterating task is cancelled while a step runs, and the step answers its
+    cancellation with the exception: it comes out, not the cancellation."""
+
+    async def step(feeds: Mapping[Any, Any]) -> dict[str, Any]:
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            raise error("raised while being cancelled") from None
+        return {}  # pragma: no cover
+
+    sess = MonitoredSession(lambda: StepSession(step), max_in_flight=max_in_flight)
+    with anyio.fail_after(LIMIT):
+        with pytest.raises(error, match="while being cancelled"):
+            async with sess:
+                with anyio.move_on_after(0.05):
+                    async for _ in sess.iterate("y", [{"k": 0}]):
+                        pass  # pragma: no cover
+
+
+@pytest.mark.parametrize("max_in_flight", [2, 4])
+@pytest.mark.parametrize("error", [SystemExit, GeneratorExit, ValueError], ids=lambda e: e.__name__)
+async def test_a_step_function_raising_it_ends_the_other_steps_in_flight(
+    error: type[BaseException], max_in_flight: int
+) -> None:
+    """As an error does: the loop of another task learns that a step in flight failed."""
+    started = anyio.Event()
+
+    async def slow(feeds: Mapping[Any, Any]) -> dict[str, Any]:
+        started.set()
+        await anyio.sleep(0.05)
+        return {"y": feeds["k"]}
+
+    async def step_fn(step_context: Any) -> None:
+        await started.wait()
+        raise error("from the step function")
+
+    outcome: dict[str, BaseException] = {}
+
+    async def loop(sess: MonitoredSession) -> None:
+        try:
+            async for _ in sess.iterate("y", ({"k": k} for k in range(1000))):
+                pass
+        except RuntimeError as exc:
+            outcome["loop"] = exc
+
+    async def call(sess: MonitoredSession) -> None:
+        try:
+            await sess.run_step_fn(step_fn)
+        except BaseException as exc:  # recorded, not raised: asyncio lets some leave the loop
+            outcome["step_fn"] = exc
+
+    with anyio.fail_after(LIMIT):
+        with pytest.raises(BaseException):  # the block ends with the step function's error
+            async with MonitoredSession(lambda: StepSession(slow), max_in_flight=max_in_flight) as sess:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(loop, sess)
+                    tg.start_soon(call, sess)
+                raise outcome["step_fn"]
+    assert type(outcome["step_fn"]) is error
+    assert "another step in flight failed with" in str(outcome["loop"])
+    assert outcome["loop"].__cause__ is outcome["step_fn"]

@@ -176,6 +176,9 @@ class _Pipeline(StepIterator):
             await self._wait_out()
             self._close_runners()
             origin = self._origin(exc)
+            if isinstance(origin, anyio.get_cancelled_exc_class()):  # a step's KeyboardInterrupt or
+                fatal = [slot.error for slot in self._pending if slot.error is not None and _fatal(slot.error)]
+                origin = fatal[0] if fatal else origin  # SystemExit is never lost to the task's cancellation
             self._pending.clear()
             if origin is exc:
                 raise
@@ -428,3 +431,9 @@ class _Pipeline(StepIterator):
             if slot.error is cause:
                 return cause
         return exc
+
+
+def _fatal(error: BaseException) -> bool:
+    """Whether a step's ``error`` must reach the caller whatever else happens: neither an
+    ``Exception`` nor a cancellation (``KeyboardInterrupt``, ``SystemExit``...)."""
+    return not isinstance(error, (Exception, anyio.get_cancelled_exc_class()))

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
+
 from .._errors import RunAfterStopError
 from .._hook_protocol import RunMetadata, RunOptions
 from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET, inside_error, inside_step
@@ -35,7 +37,6 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
     try:
         self.check_open("run_step_fn()")  # stopped or closed while it waited for a lane: refused as now
         with step.scope:
-
             budget = await self.ready(step, None)
             while True:
                 try:
@@ -48,6 +49,10 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
                     if not await self.sessions.recover(step.lane, exc, budget):
                         self.fail_others(step, exc)
                         raise
+                except BaseException as exc:  # KeyboardInterrupt, SystemExit...: as an error
+                    if not isinstance(exc, anyio.get_cancelled_exc_class()):
+                        self.fail_others(step, exc)
+                    raise
         raise self.cancelled_error(step)
     finally:
         STEPS_RESET(inside)
