@@ -210,7 +210,7 @@ async def test_a_step_function_raising_it_ends_the_other_steps_in_flight(
             outcome["step_fn"] = exc
 
     with anyio.fail_after(LIMIT):
-        with pytest.raises(BaseException):  # the block ends with the step function's error
+        with pytest.raises(error):  # the block ends with the step function's error
             async with MonitoredSession(lambda: StepSession(slow), max_in_flight=max_in_flight) as sess:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(loop, sess)

@@ -221,3 +221,24 @@ async def test_an_item_handed_over_as_the_stop_lands_runs_only_if_run_still_woul
         with anyio.fail_after(LIMIT):
             assert [y async for y in sess.iterate("y", source)] == expected
         assert sess.should_stop() and source.taken == 2 and watch.ran == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "noted"),
+    [
+        ("Attempted to exit a cancel scope that isn't the current tasks's current cancel scope", True),
+        ("Cancel scope stack corrupted: attempted to exit <trio.CancelScope>", True),
+        ("Nursery stack corrupted: attempted to exit <trio.Nursery>", True),
+        ("something else went wrong", False),
+    ],
+)
+def test_a_scope_left_out_of_order_around_an_item_is_explained(message: str, noted: bool) -> None:
+    """The feeds' async generator yielded from inside a scope of its own: the error says so."""
+    from hookrun._session._iterate import note_scope_across_yield
+
+    exc = RuntimeError(message)
+    note_scope_across_yield(exc)
+    notes = getattr(exc, "__notes__", [])
+    assert bool(notes) is noted
+    if noted:
+        assert "must not yield from inside a cancel scope" in notes[0]

@@ -42,7 +42,7 @@ _NEXT: Any = object()
 
 _OPEN = State.OPEN
 
-__all__ = ["StepIterator", "check_feeds"]
+__all__ = ["StepIterator", "check_feeds", "note_scope_across_yield"]
 
 
 class _Steppable(Protocol):
@@ -108,8 +108,12 @@ class StepIterator:
             # Either raises StopAsyncIteration when the feeds end.
             if self._async_items:
                 feed = _NEXT
-                with self._session._dispatcher.new_scope() as waiting:
-                    feed = await self._next_feed(waiting)
+                try:
+                    with self._session._dispatcher.new_scope() as waiting:
+                        feed = await self._next_feed(waiting)
+                except RuntimeError as exc:
+                    note_scope_across_yield(exc)
+                    raise
                 if feed is _NEXT:  # a stop ended the wait: the loop ends, as between steps
                     self._done = True
                     raise StopAsyncIteration
@@ -233,3 +237,16 @@ def _feed_dicts(fetches: object) -> bool:
 def _short(value: object, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def note_scope_across_yield(exc: RuntimeError) -> None:
+    """A note on the error of a scope left out of order around an item of async feeds: the
+    feeds' async generator yielded from inside a cancel scope or task group of its own."""
+    text = str(exc).lower()
+    if "cancel scope" in text or "nursery stack" in text:
+        exc.add_note(
+            "hookrun: iterate() waits for each item of the feeds under a cancel scope of its own; "
+            "an async generator given as feeds must not yield from inside a cancel scope or a task "
+            "group it opened (anyio and trio forbid it): open them around each item's work instead, "
+            "or send the items through a memory object stream"
+        )
