@@ -242,3 +242,30 @@ def test_a_scope_left_out_of_order_around_an_item_is_explained(message: str, not
     assert bool(notes) is noted
     if noted:
         assert "must not yield from inside a cancel scope" in notes[0]
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 2, 4])
+async def test_the_iterators_aclose_from_another_task_ends_its_wait_for_a_quiet_feed(max_in_flight: int) -> None:
+    """``aclose()`` of the iterator itself (not the session) from another task while it waits
+    for a feed that does not come: the loop ends at once, and the session goes on."""
+    watch = Watch()
+    source = QuietFeeds()
+    results: list[Any] = []
+    async with _session(watch, max_in_flight) as sess:
+        iterator = sess.iterate("y", source.feeds())
+
+        async def closer() -> None:
+            await source.asked.wait()
+            await iterator.aclose()
+
+        with anyio.fail_after(LIMIT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(closer)
+                async for y in iterator:
+                    results.append(y)
+        # With lanes the second item is asked for while the first step may still be in
+        # flight: the close cancels it (its result is not yielded).
+        assert results == [1] if max_in_flight == 1 else results in ([], [1])
+        assert not sess.should_stop() and source.over
+        assert await sess.run("y", {"x": 7}) == 7
+    assert watch.ended == 1

@@ -109,7 +109,7 @@ class _Pipeline(StepIterator):
 
     __slots__ = (
         "_admitting", "_closed", "_context", "_engine", "_exhausted", "_on_admitted", "_on_freed", "_ordered", "_parked",
-        "_pending", "_runners", "_waiting", "_wake", "_wakes", "_window",
+        "_pending", "_runners", "_wake", "_wakes", "_window",
     )
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:

@@ -69,6 +69,7 @@ class StepIterator:
 
     __slots__ = (
         "_async_items", "_busy", "_done", "_feeds", "_fetches", "_items", "_session", "_steps", "_stop", "_taken",
+        "_waiting",
     )
 
     def __init__(
@@ -88,6 +89,8 @@ class StepIterator:
         self._taken = 0  # feed items taken
         self._done = False
         self._busy = False
+        #: The scope of a wait for the next item of async feeds (``aclose`` ends it), while it waits.
+        self._waiting: anyio.CancelScope | None = None
 
     def __repr__(self) -> str:
         state = "ended" if self._done else "running"
@@ -109,12 +112,14 @@ class StepIterator:
             if self._async_items:
                 feed = _NEXT
                 try:
-                    with self._session._dispatcher.new_scope() as waiting:
-                        feed = await self._next_feed(waiting)
+                    with self._session._dispatcher.new_scope() as self._waiting:
+                        feed = await self._next_feed(self._waiting)
                 except RuntimeError as exc:
                     note_scope_across_yield(exc)
                     raise
-                if feed is _NEXT:  # a stop ended the wait: the loop ends, as between steps
+                finally:
+                    self._waiting = None
+                if feed is _NEXT or self._done:  # a stop or aclose() ended the wait: the loop ends
                     self._done = True
                     raise StopAsyncIteration
             else:
@@ -136,8 +141,11 @@ class StepIterator:
         return results
 
     async def aclose(self) -> None:
-        """Stop iterating: no more steps (with steps in flight, those running are cancelled)."""
+        """Stop iterating: no more steps (with steps in flight, those running are cancelled);
+        a wait for the next item of async feeds (from another task) ends at once."""
         self._done = True
+        if self._waiting is not None:
+            self._waiting.cancel()
 
     async def _next_feed(self, waiting: anyio.CancelScope) -> Mapping[Any, Any] | None:
         """The next feed dict (``StopAsyncIteration`` when the feeds ended); an async feed's
