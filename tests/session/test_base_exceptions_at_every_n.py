@@ -6,6 +6,7 @@ that very exception, and the other steps in flight end first."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -38,10 +39,13 @@ class Raising(SessionRunHook):
         self.calls: list[tuple[str, Any]] = []
         self.received: list[BaseException] = []
         self.fired = False
+        self.raised = anyio.Event()
+        self.at = 2
 
     def _fire(self, where: str, step: int) -> None:
-        if self.where == where and step == 2 and not self.fired:
+        if self.where == where and step == self.at and not self.fired:
             self.fired = True
+            self.raised.set()
             raise self.error(f"from {where}")
 
     async def before_run(self, run_context: SessionRunContext) -> None:
@@ -219,3 +223,46 @@ async def test_a_step_function_raising_it_ends_the_other_steps_in_flight(
     assert type(outcome["step_fn"]) is error
     assert "another step in flight failed with" in str(outcome["loop"])
     assert outcome["loop"].__cause__ is outcome["step_fn"]
+
+
+@pytest.mark.parametrize("max_in_flight", [2, 4])
+@pytest.mark.parametrize("error", BASE_EXCEPTIONS, ids=lambda e: e.__name__)
+async def test_one_raised_while_the_loop_body_runs_comes_out_of_aclose(
+    error: type[BaseException], max_in_flight: int
+) -> None:
+    """A later step raises it while the loop body of an earlier one runs, and the loop then
+    breaks (``aclosing`` closes the iterator): the close raises it, never drops it."""
+    async def instant(feeds: Mapping[Any, Any]) -> dict[str, Any]:
+        return {"y": feeds["k"]}
+
+    hook = Raising("before_run", error)
+    hook.at = 1  # the step admitted while the loop body of the first one runs
+    sess = MonitoredSession(lambda: StepSession(instant), [hook], max_in_flight=max_in_flight)
+    with anyio.fail_after(LIMIT):
+        with pytest.raises(error):
+            async with sess, contextlib.aclosing(sess.iterate("y", ({"k": k} for k in range(6)))) as steps:
+                async for _ in steps:
+                    await hook.raised.wait()  # the next steps are admitted meanwhile
+                    await anyio.sleep(0.01)  # the step that raised it has ended
+                    break
+    assert [type(exc) for exc in hook.received] == [error]
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_it_wins_over_an_ordinary_error_of_another_step(ordered: bool) -> None:
+    """Two steps in flight fail at once, one with ``ValueError``, one with ``SystemExit``:
+    ``SystemExit`` comes out (when its run got to raise it before being cancelled)."""
+    raised: list[str] = []
+
+    async def step(feeds: Mapping[Any, Any]) -> dict[str, Any]:
+        await anyio.sleep(0.01)
+        failure = (ValueError, SystemExit)[feeds["k"]]
+        raised.append(failure.__name__)
+        raise failure(f"step {feeds['k']}")
+
+    with anyio.fail_after(LIMIT):
+        with pytest.raises((ValueError, SystemExit)) as caught:
+            async with MonitoredSession(lambda: StepSession(step), max_in_flight=2) as sess:
+                async for _ in sess.iterate("y", [{"k": 0}, {"k": 1}], ordered=ordered):
+                    pass  # pragma: no cover
+    assert type(caught.value) is (SystemExit if "SystemExit" in raised else ValueError)

@@ -6,6 +6,7 @@ test runs with one lane and with two where the rule is the same."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -459,3 +460,33 @@ async def test_a_hooked_run_from_inside_the_hooked_run_in_progress_is_refused_at
 
 async def _noop(ctx: StepContext) -> None:
     return None
+
+
+@pytest.mark.parametrize("n", LANES)
+@pytest.mark.parametrize("how", ["error", "cancel"])
+async def test_callers_waiting_are_refused_when_the_block_leaves_without_waiting(n: int, how: str) -> None:
+    """The block is left with an error, or cancelled, while every lane's step is stuck and
+    callers wait: the close does not wait for those steps, and the callers waiting are refused
+    at once with ``SessionClosedError`` (not when the steps end)."""
+    run = Gate()
+    results: dict[Any, Any] = {}
+    with anyio.fail_after(LIMIT):
+        async with anyio.create_task_group() as tg:
+            with pytest.raises(ValueError) if how == "error" else contextlib.nullcontext():
+                with anyio.CancelScope() as block:
+                    async with _session(run, [], n, stop_grace_period=0.1) as sess:
+                        for who in range(n):
+                            tg.start_soon(_outcome, results, who, lambda who=who: sess.run("y", {"who": who}))
+                        await anyio.wait_all_tasks_blocked()
+                        tg.start_soon(_outcome, results, "b", lambda: sess.run("y", {"who": "b"}))
+                        tg.start_soon(_outcome, results, "c", lambda: sess.run_step_fn(_noop))
+                        await anyio.wait_all_tasks_blocked()
+                        if how == "error":
+                            raise ValueError("the block fails")
+                        block.cancel()
+                        await anyio.lowlevel.checkpoint()
+            for _ in range(10):  # the callers waiting end without the steps in progress ending
+                await anyio.lowlevel.checkpoint()
+            assert results.get("b") is SessionClosedError and results.get("c") is SessionClosedError
+            run.gate.set()  # the steps stuck with one lane end too (with lanes the close cancelled them)
+    assert set(results) == {*range(n), "b", "c"}

@@ -176,9 +176,9 @@ class _Pipeline(StepIterator):
             await self._wait_out()
             self._close_runners()
             origin = self._origin(exc)
-            if isinstance(origin, anyio.get_cancelled_exc_class()):  # a step's KeyboardInterrupt or
+            if not _fatal(origin):  # a step's KeyboardInterrupt or SystemExit wins over an error or
                 fatal = [slot.error for slot in self._pending if slot.error is not None and _fatal(slot.error)]
-                origin = fatal[0] if fatal else origin  # SystemExit is never lost to the task's cancellation
+                origin = fatal[0] if fatal else origin  # the task's cancellation: it is never lost
             self._pending.clear()
             if origin is exc:
                 raise
@@ -194,8 +194,11 @@ class _Pipeline(StepIterator):
         self._cancel(RuntimeError("iterate(): the iterator was closed"))
         await self._wait_out()
         self._close_runners()
+        fatal = [slot.error for slot in self._pending if slot.error is not None and _fatal(slot.error)]
         self._pending.clear()
         self._wakeup()  # a task still in __anext__ (closed from another task) ends now
+        if fatal:  # a step's KeyboardInterrupt or SystemExit not raised yet: never lost
+            raise fatal[0]
 
     def dropped(self) -> None:
         """The caller let go of its iterator (out of its loop) before it ended. When the

@@ -13,9 +13,8 @@ that it outlives every task it holds.
 
 A clean close from another task while a step runs (OPEN) waits for that step to end
 (no new step starts once the close began: with one lane the callers waiting for that
-step are then refused, ``_turns.py``), then ends and closes: ``end`` comes after the
-step's ``after_run`` and
- the session is never closed under its run. A step that
+step are refused at once, ``_turns.py``), then ends and closes: ``end`` comes after the
+step's ``after_run`` and the session is never closed under its run. A step that
 fails with a recoverable error meanwhile is not recovered (``SessionClosedError``);
 ``end`` receives that session, as it receives a failed session still waiting to be
 replaced. A step (or an entry) waiting to retry stops waiting at once and raises
@@ -63,6 +62,7 @@ from ._serving import claim_hooks
 from ._state import CLOSABLE as _CLOSABLE
 from ._state import OPENED as _OPENED
 from ._state import SessionAttributes, State, move
+from ._turns import Turn, refuse_all
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -144,8 +144,8 @@ class Lifetime:
         #: With one lane, in arrival order: the callers from other tasks waiting for the step
         #: in progress (a close first), and a step function's ``run_with_hooks`` calls waiting
         #: for the one in progress; a step's end hands the lane on (``_turns.py``).
-        self.waiting: deque[anyio.Event] = deque()
-        self.hooked: deque[anyio.Event] = deque()
+        self.waiting: deque[Turn] = deque()
+        self.hooked: deque[Turn] = deque()
 
         #: With steps in flight: set by a clean close from another task that waits for the
         #: steps in flight to end; the last one's end sets it.
@@ -272,6 +272,7 @@ class Lifecycle(SessionAttributes):
         """Close for good; with ``call_end`` run every ``end`` first and raise what failed."""
         was, self._state = self._state, move(self._state, State.CLOSED)
         self._stopped()  # an iterate() waiting for a feed ends its loop now
+        refuse_all(self._lifetime.waiting)  # with one lane, callers waiting for a step are refused now
         self._setup.sessions.backoffs.cancel()  # another task waits to retry: it stops waiting at once
         if not call_end and self._busy:  # an error or a cancellation: the steps in flight end first
             await self._abandon_steps(error)

@@ -30,35 +30,57 @@ import anyio
 
 from ._state import SessionAttributes, State, refuse_step
 
-__all__ = ["Turns", "hand_on", "wait_turn"]
+__all__ = ["Turn", "Turns", "hand_on", "refuse_all", "wait_turn"]
 
 _OPEN = State.OPEN
 
 
-async def wait_turn(waiting: deque[anyio.Event], pass_on: Callable[[], None], *, first: bool = False) -> None:
+class Turn:
+    """A caller's place in a queue: set when the turn is handed to it, or when it is
+    ``refused`` (the session closed without the turn coming to it)."""
+
+    __slots__ = ("event", "refused")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.refused = False
+
+
+async def wait_turn(waiting: deque[Turn], pass_on: Callable[[], None], *, first: bool = False) -> bool:
     """Wait in ``waiting`` (at its head when ``first``) until the holder hands its turn on
-    (``hand_on``); cancelled once it was handed on, pass it on with ``pass_on``."""
-    event = anyio.Event()
+    (``hand_on``): True; False when refused (``refuse_all``: the caller holds nothing).
+    Cancelled once it was handed on, pass it on with ``pass_on``."""
+    turn = Turn()
     if first:
-        waiting.appendleft(event)
+        waiting.appendleft(turn)
     else:
-        waiting.append(event)
+        waiting.append(turn)
     try:
-        await event.wait()
+        await turn.event.wait()
     except BaseException:
-        if event.is_set():  # handed the turn as it was cancelled: pass it on
+        if not turn.event.is_set():
+            waiting.remove(turn)
+        elif not turn.refused:  # handed the turn as it was cancelled: pass it on
             pass_on()
-        else:
-            waiting.remove(event)
         raise
+    return not turn.refused
 
 
-def hand_on(waiting: deque[anyio.Event]) -> bool:
+def hand_on(waiting: deque[Turn]) -> bool:
     """Hand the turn to the first caller waiting in ``waiting``: whether there was one."""
     if waiting:
-        waiting.popleft().set()
+        waiting.popleft().event.set()
         return True
     return False
+
+
+def refuse_all(waiting: deque[Turn]) -> None:
+    """Wake every caller waiting in ``waiting`` without handing the turn on (the session
+    closed and will not wait for the step in progress)."""
+    while waiting:
+        turn = waiting.popleft()
+        turn.refused = True
+        turn.event.set()
 
 
 class Turns(SessionAttributes):
@@ -68,9 +90,10 @@ class Turns(SessionAttributes):
         """Wait for the step in progress (another task's: ``_admit`` said so), in arrival
         order; then hold the lane, or pass it on and refuse ``what`` as a call now would be
         (the session stopped or closed meanwhile)."""
-        await wait_turn(self._lifetime.waiting, self._pass_turn)
+        handed = await wait_turn(self._lifetime.waiting, self._pass_turn)
         if self._state is not _OPEN:
-            self._pass_turn()
+            if handed:
+                self._pass_turn()
             refuse_step(self, self._state, what)
 
     def _pass_turn(self) -> None:
@@ -86,8 +109,8 @@ class Turns(SessionAttributes):
         ``step_done``)."""
         lifetime = self._lifetime
         if self._in_flight is None:
-            await wait_turn(lifetime.waiting, self._pass_turn, first=True)
-            self._pass_turn()
+            if await wait_turn(lifetime.waiting, self._pass_turn, first=True):
+                self._pass_turn()
             return
         lifetime.step_done = done = anyio.Event()
         try:
