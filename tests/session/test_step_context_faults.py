@@ -20,6 +20,7 @@ from hookrun import (
     SessionRunHook,
     StepContext,
     StepSession,
+    UnavailableError,
 )
 
 pytestmark = pytest.mark.anyio
@@ -138,3 +139,44 @@ async def test_run_with_hooks_of_a_step_function(where: str, max_in_flight: int)
             assert await sess.run_step_fn(step_fn) == [f"refused on {where}", 1, 2]
             assert await sess.run("y", {"k": 7}) == 7  # nothing waits for the step that raised
     assert sorted(hook.entered) == sorted(hook.left)
+
+
+class LeavesLost(FailingContext):
+    """Raises ``UnavailableError`` (a recoverable error) as it leaves step 2, once."""
+
+    def __init__(self) -> None:
+        super().__init__("exit")
+        self.after: list[int] = []
+
+    @contextlib.contextmanager
+    def step_context(self, run_context: SessionRunContext, run_metadata: RunMetadata) -> Iterator[None]:
+        step = run_context.global_step
+        self.entered.append(step)
+        yield
+        self.left.append(step)
+        if step == 2 and not self.fired:
+            self.fired = True
+            raise UnavailableError("lost as the step was left")
+
+    def after_run(self, run_context: SessionRunContext, run_values: Any) -> None:
+        self.after.append(run_values.global_step)
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+async def test_a_recoverable_error_leaving_a_step_that_ran_does_not_re_run_it(max_in_flight: int) -> None:
+    """The step ran (its after_run was called, the counter moved): the caller gets the error,
+    and the step is not re-run on a new session, at every N."""
+    hook = LeavesLost()
+    outcomes: list[Any] = []
+    with anyio.fail_after(LIMIT):
+        async with MonitoredSession(lambda: StepSession(_echo), [hook], max_in_flight=max_in_flight) as sess:
+            for k in range(4):
+                try:
+                    outcomes.append(await sess.run("y", {"k": k}))
+                except UnavailableError:
+                    outcomes.append("lost")
+            stats = sess.statistics()
+            step = await sess.global_step()
+    assert outcomes == [0, 1, "lost", 3]
+    assert hook.after == [1, 2, 3, 4] and step == 4  # every step's after_run once
+    assert (stats.steps, stats.failed_steps, stats.recoveries) == (4, 0, 0)

@@ -62,7 +62,7 @@ from ._run import Running, plain_steps
 from ._state import OPENED as _OPENED
 from ._state import State, move, refuse_step
 from ._step_fn_context import StepContext
-from ._stepping import Stepping, step_context_hooks
+from ._stepping import LeftStep, Stepping, step_context_hooks
 from ._turns import Turns
 
 __all__ = ["MonitoredSession", "SingularMonitoredSession", "StepContext"]
@@ -292,6 +292,8 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running, Turns):
         inside = STEPS_SET((*STEPS_GET(), lane))  # what runs inside it knows (the lane stands for it)
         try:
             return await self._step(fetches, feed_dict, options, run_metadata)
+        except LeftStep as left:  # a step_context raised leaving the step: the step function's error
+            raise left.error from left.error.__cause__
         finally:
             STEPS_RESET(inside)
             self._pass_hooked()  # to the next hooked run of this step function waiting, if any

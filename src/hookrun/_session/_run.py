@@ -38,7 +38,7 @@ from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET
 from ._diagnose import note_missing_fetch
 from ._raw import check_values
 from ._state import SessionAttributes, State
-from ._stepping import NO_FEEDS
+from ._stepping import NO_FEEDS, LeftStep
 
 __all__ = ["Running", "plain_steps"]
 
@@ -142,6 +142,8 @@ class Running(SessionAttributes):
                     raise
                 self._fail_over()
                 return await self._with_recovery(self._step, fetches, feed_dict, options, run_metadata, failed=exc)
+        except LeftStep as left:  # a step_context raised leaving a step that went well: not re-run
+            raise left.error from left.error.__cause__
         finally:
             STEPS_RESET(inside)
             if self._lifetime.waiting:  # a caller (or a close) from another task waits for this step

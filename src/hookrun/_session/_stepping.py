@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from ._lanes import Lane
     from ._retry import RetryBudget
 
-__all__ = ["Stepping", "step_context_hooks"]
+__all__ = ["LeftStep", "Stepping", "step_context_hooks"]
 
 NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
 _new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level __new__
@@ -100,7 +100,12 @@ class Stepping(SessionAttributes):
                 stats.steps += 1
                 stats.failed("before_run", exc)
                 raise
-            return await self._step_body()(fetches, feed_dict, options, metadata, ctx=ctx)
+            results = await self._step_body()(fetches, feed_dict, options, metadata, ctx=ctx)
+            try:  # left here, so that an error leaving a step that went well is told apart
+                stack.close()
+            except Exception as exc:
+                raise LeftStep(exc) from None
+            return results
 
     async def _scoped_step(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
@@ -223,6 +228,17 @@ class Stepping(SessionAttributes):
         layout = lane.layout_for(fetches, self._before.calls, requests)
         feeds, merged = merge_feeds_and_options(self._before.calls, requests, feed_dict, options)
         return layout.keys, layout.caller_shape, layout.shapes or None, feeds, merged
+
+
+class LeftStep(BaseException):
+    """A hook's ``step_context`` raised ``error`` as it left a step that went well: the step
+    ran (its ``after_run`` was called, the counter moved), so it is not re-run; the entry
+    point (``run``, ``run_with_hooks``) raises ``error`` itself, past its recovery. A
+    ``BaseException``, so that no recovery on the way catches it."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 def _after_run_args(
