@@ -23,7 +23,9 @@ is ``n``. With nothing in flight the next number is read from the counter again.
 
 Failures: a recoverable error re-creates the lane the step failed on and re-runs the step
 there with its number (a step whose run had returned takes that lane again first); a
-clean-stop error stops admission and gives the step up; any other error cancels every
+clean-stop error gives the step up and is its caller's alone (as with one lane: ``run``
+raises it and the session goes on; ``iterate`` ends its loop and stops the session, in
+its runner, so no step is admitted after it); any other error cancels every
 other step in flight (they raise a ``RuntimeError`` saying which step failed, and start
 no hook phase and no raw run) and propagates. Every step, however it ends, gives its
 lane, ticket and number up, leaves its hooks' ``step_context``s and marks its run context
@@ -308,10 +310,10 @@ class InFlight:
         """``step``'s admission or attempt failed with ``failed``: the budget to re-run it
         with, its lane recovered per the retry policy; a ``Rescope`` when a failing hook
         cancelled its scope (it recovers under a new one). Any other error is raised (a
-        clean-stop one stops admission; one that does not recover cancels the other steps)."""
+        clean-stop one only to the step's caller; one that does not recover cancels the other
+        steps)."""
         s = self.s
-        if isinstance(failed, CLEAN_STOP_TYPES):
-            s._set_hook_stop()
+        if isinstance(failed, CLEAN_STOP_TYPES):  # the caller's (``iterate`` stops the session on it)
             raise failed
         if not self.recovers_from(step, failed):
             self.fail_others(step, failed)

@@ -25,8 +25,9 @@ when it ends, so no admission outlives it; a stop or a close of the session, ask
 any task, cancels it too while it waits for a feed (``_next_feed``, as with one lane).
 
 A step that a stop kept from being admitted, or that met a clean-stop error, yields
-nothing; once a stop is requested no step is admitted, the steps in flight are drained
-and iteration ends. An error taking a feed is raised in that feed's place, after the
+nothing; a step's clean-stop error stops the session (its runner requests the stop as
+the step ends, as one lane's iterator does); once a stop is requested no step is
+admitted, the steps in flight are drained and iteration ends. An error taking a feed is raised in that feed's place, after the
 results before it. Any other error cancels the steps in flight and is raised (the error
 of the step that failed first, not the cancellations it caused); with ``ordered=False`` a
 step's results are yielded as soon as its raw run returns, which may be before its
@@ -258,6 +259,8 @@ class _Pipeline(StepIterator):
                     except BaseException as exc:  # a clean stop or an error: either way no step follows it
                         slot.error = exc
                         self._exhausted = True
+                        if isinstance(exc, CLEAN_STOP_TYPES):  # the end of the input: the session stops
+                            self._stop()  # (as with one lane), before any other step is admitted
                         if isinstance(exc, anyio.get_cancelled_exc_class()):
                             raise  # (for ``scope``) ...any other error the iterating task raises, KeyboardInterrupt too
                     finally:

@@ -2,7 +2,8 @@
 free lane, like a step; its ``StepContext`` holds that lane's raw session, and its
 ``run_with_hooks`` is a full hooked step on that lane (numbered like any other, with no
 recovery of its own). A recoverable error re-creates the lane and calls the function
-again with the new session; any other error cancels the other steps in flight.
+again with the new session; a clean-stop error is the caller's alone (as from ``run``);
+any other error cancels the other steps in flight.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from .._errors import RunAfterStopError
+from .._errors import CLEAN_STOP_TYPES, RunAfterStopError
 from .._hook_protocol import RunMetadata, RunOptions
 from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET, inside_error, inside_step
 from ._checks import check_step_fn
@@ -41,6 +42,8 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
             while True:
                 try:
                     return await step_fn(StepContext(_LaneOwner(self, step), step.lane.raw))  # type: ignore[arg-type]
+                except CLEAN_STOP_TYPES:  # the caller's: the other steps and the session go on
+                    raise
                 except Exception as exc:
                     if not (s._RECOVERS and s._is_recoverable(exc)) or s._state is State.CLOSED:
                         self.fail_others(step, exc)
