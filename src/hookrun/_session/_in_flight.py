@@ -189,9 +189,11 @@ class InFlight:
             self._next = None
 
     def fail_others(self, origin: Step, error: BaseException) -> None:
-        """A non-recoverable error: cancel every other step in flight (unless ``origin`` was
-        itself cancelled by another step's failure: those steps are cancelled already)."""
-        if origin.cause is not None:
+        """``origin`` failed for good with ``error``: cancel every other step in flight. Not
+        for a clean stop (its caller's alone) nor a cancellation, and not when ``origin`` was
+        itself cancelled by another step's failure (those steps are cancelled already).
+        ``KeyboardInterrupt`` or ``SystemExit`` ends them as an error does."""
+        if origin.cause is not None or isinstance(error, (*CLEAN_STOP_TYPES, anyio.get_cancelled_exc_class())):
             return
         for step in self.steps:
             if step is not origin and step.cause is None:

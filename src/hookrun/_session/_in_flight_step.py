@@ -43,7 +43,6 @@ import anyio
 
 from .._dispatch import _nest
 from .._dispatch._merge import DEFAULT_OPTIONS, check_options
-from .._errors import CLEAN_STOP_TYPES
 from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, SessionRunValues
 from .._inside import STEPS_GET, STEPS_SET
 from ._diagnose import note_missing_fetch_of_layout
@@ -244,15 +243,9 @@ async def step_body(self: InFlight, step: Step, again: Rescope | None = None) ->
                 return out
             except Exception as exc:
                 failed = exc
-    except Exception as exc:
+    except BaseException as exc:
         error = exc
-        if step.cause is None and not isinstance(exc, CLEAN_STOP_TYPES):
-            self.fail_others(step, exc)
-        raise
-    except BaseException as exc:  # a cancellation, or KeyboardInterrupt, SystemExit...
-        error = exc
-        if step.cause is None and not isinstance(exc, anyio.get_cancelled_exc_class()):
-            self.fail_others(step, exc)  # ...which ends the other steps as an error does
+        self.fail_others(step, exc)  # (not for a clean stop or a cancellation)
         raise
     finally:
         try:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
-
 from .._errors import CLEAN_STOP_TYPES, RunAfterStopError
 from .._hook_protocol import RunMetadata, RunOptions
 from .._inside import STEPS_GET, STEPS_RESET, STEPS_SET, inside_error, inside_step
@@ -42,19 +40,15 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
             while True:
                 try:
                     return await step_fn(StepContext(_LaneOwner(self, step), step.lane.raw))  # type: ignore[arg-type]
-                except CLEAN_STOP_TYPES:  # the caller's: the other steps and the session go on
-                    raise
-                except Exception as exc:
-                    if not (s._RECOVERS and s._is_recoverable(exc)) or s._state is State.CLOSED:
-                        self.fail_others(step, exc)
-                        raise
-                    budget = budget or s._setup.retry.budget()
-                    if not await self.sessions.recover(step.lane, exc, budget):
-                        self.fail_others(step, exc)
-                        raise
-                except BaseException as exc:  # KeyboardInterrupt, SystemExit...: as an error
-                    if not isinstance(exc, anyio.get_cancelled_exc_class()):
-                        self.fail_others(step, exc)
+                except BaseException as exc:
+                    if (
+                        isinstance(exc, Exception) and not isinstance(exc, CLEAN_STOP_TYPES)
+                        and s._RECOVERS and s._is_recoverable(exc) and s._state is not State.CLOSED
+                    ):
+                        budget = budget or s._setup.retry.budget()
+                        if await self.sessions.recover(step.lane, exc, budget):
+                            continue  # the function called again, with the lane's new session
+                    self.fail_others(step, exc)  # (not for a clean stop or a cancellation)
                     raise
         raise self.cancelled_error(step)
     finally:
