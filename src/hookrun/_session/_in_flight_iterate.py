@@ -27,8 +27,8 @@ any task, cancels it too while it waits for a feed (``_next_feed``, as with one 
 A step that a stop kept from being admitted, or that met a clean-stop error, yields
 nothing; a step's clean-stop error stops the session (its runner requests the stop as
 the step ends, as one lane's iterator does); once a stop is requested no step is
-admitted, the steps in flight are drained and iteration ends. An error taking a feed is raised in that feed's place, after the
-results before it. Any other error cancels the steps in flight and is raised (the error
+admitted, the steps in flight are drained and iteration ends. An error taking a feed is
+raised in that feed's place, after the results before it. Any other error cancels the steps in flight and is raised (the error
 of the step that failed first, not the cancellations it caused); with ``ordered=False`` a
 step's results are yielded as soon as its raw run returns, which may be before its
 ``after_run`` (still called in step order; an error it raises comes from a later
@@ -177,9 +177,8 @@ class _Pipeline(StepIterator):
             await self._wait_out()
             self._close_runners()
             origin = self._origin(exc)
-            if not _fatal(origin):  # a step's KeyboardInterrupt or SystemExit wins over an error or
-                fatal = [slot.error for slot in self._pending if slot.error is not None and _fatal(slot.error)]
-                origin = fatal[0] if fatal else origin  # the task's cancellation: it is never lost
+            if not _fatal(origin):  # a step's KeyboardInterrupt or SystemExit wins over an error
+                origin = self._fatal_error() or origin  # or the task's cancellation: never lost
             self._pending.clear()
             if origin is exc:
                 raise
@@ -195,11 +194,11 @@ class _Pipeline(StepIterator):
         self._cancel(RuntimeError("iterate(): the iterator was closed"))
         await self._wait_out()
         self._close_runners()
-        fatal = [slot.error for slot in self._pending if slot.error is not None and _fatal(slot.error)]
+        fatal = self._fatal_error()
         self._pending.clear()
         self._wakeup()  # a task still in __anext__ (closed from another task) ends now
-        if fatal:  # a step's KeyboardInterrupt or SystemExit not raised yet: never lost
-            raise fatal[0]
+        if fatal is not None:  # a step's KeyboardInterrupt or SystemExit not raised yet: never lost
+            raise fatal
 
     def dropped(self) -> None:
         """The caller let go of its iterator (out of its loop) before it ended. When the
@@ -262,7 +261,8 @@ class _Pipeline(StepIterator):
                         if isinstance(exc, CLEAN_STOP_TYPES):  # the end of the input: the session stops
                             self._stop()  # (as with one lane), before any other step is admitted
                         if isinstance(exc, anyio.get_cancelled_exc_class()):
-                            raise  # (for ``scope``) ...any other error the iterating task raises, KeyboardInterrupt too
+                            raise  # for ``scope`` to catch; any other error (KeyboardInterrupt too) is
+                            # the iterating task's to raise, from the slot
                     finally:
                         if again is None:  # the step is over: wake the iterating task if it waits for it
                             slot.done = True
@@ -309,7 +309,7 @@ class _Pipeline(StepIterator):
             else:
                 try:
                     with engine.new_scope() as self._waiting:
-                        feed = await self._next_feed(self._waiting)
+                        feed = await self._next_feed()
                         step = await engine.take_lane((self._fetches, feed, None, None), scope)
                 finally:
                     self._waiting = None
@@ -427,6 +427,10 @@ class _Pipeline(StepIterator):
         wake = self._engine.wakers()
         self._wakes.append(wake)
         return wake
+
+    def _fatal_error(self) -> BaseException | None:
+        """The first ``KeyboardInterrupt``, ``SystemExit``... a pending step ended with, if any."""
+        return next((slot.error for slot in self._pending if slot.error is not None and _fatal(slot.error)), None)
 
     def _origin(self, exc: BaseException) -> BaseException:
         """The error of the step that failed first, when ``exc`` is a cancellation it caused."""

@@ -16,9 +16,11 @@ the session cancels those as soon as it should stop, whoever asked and from whic
 (a hook, a step function, the coordinator, a close: ``Lifecycle._stopped``). The loop then
 ends, as the stop would end it between steps. With steps in flight that scope is the
 admission's own; with one lane it is entered for each item of an async feed, which a
-step that does not wait pays (about 5 us on asyncio, 13 us on trio): a scope entered
-only once the source suspends would nest inside the scopes the source entered first. An item the source hands over just as the stop lands
-is run only if a step may still start (after the coordinator's stop, which leaves ``run()``
+step that does not wait pays (about 5 us on asyncio, 13 us on trio). So an async
+generator given as feeds must not yield from inside a cancel scope or task group of its
+own, which anyio and trio forbid anyway: its error gets a note saying so
+(``note_scope_across_yield``). An item the source hands over just as the stop lands is
+run only if a step may still start (after the coordinator's stop, which leaves ``run()``
 working); after a hook's stop or a close it is not run.
 """
 
@@ -113,7 +115,7 @@ class StepIterator:
                 feed = _NEXT
                 try:
                     with self._session._dispatcher.new_scope() as self._waiting:
-                        feed = await self._next_feed(self._waiting)
+                        feed = await self._next_feed()
                 except RuntimeError as exc:
                     note_scope_across_yield(exc)
                     raise
@@ -147,9 +149,9 @@ class StepIterator:
         if self._waiting is not None:
             self._waiting.cancel()
 
-    async def _next_feed(self, waiting: anyio.CancelScope) -> Mapping[Any, Any] | None:
+    async def _next_feed(self) -> Mapping[Any, Any] | None:
         """The next feed dict (``StopAsyncIteration`` when the feeds ended); an async feed's
-        item is waited for under ``waiting``, a cancel scope the caller entered, which a stop
+        item is waited for under ``_waiting``, a cancel scope the caller entered, which a stop
         or a close of the session cancels meanwhile (see the module docstring). An item that
         comes as a hook's stop or a close lands is not run: ``StopAsyncIteration``."""
         if not self._async_items:
@@ -157,6 +159,8 @@ class StepIterator:
         items = self._items
         if items is None:
             items = self._items = aiter(self._feeds)  # type: ignore[arg-type]
+        waiting = self._waiting
+        assert waiting is not None
         waits = self._session._lifetime.stop_waits
         waits.append(waiting)
         try:
