@@ -135,7 +135,6 @@ class Lifetime:
     """What entering and closing a monitored session keep between them, what a close
     waits on, and with one lane the callers waiting for the step in progress."""
 
-
     __slots__ = ("closing", "ending", "hooked", "step_done", "stop_waits", "tg", "waiting")
 
     def __init__(self) -> None:
@@ -146,7 +145,6 @@ class Lifetime:
         #: for the one in progress; a step's end hands the lane on (``_turns.py``).
         self.waiting: deque[Turn] = deque()
         self.hooked: deque[Turn] = deque()
-
         #: With steps in flight: set by a clean close from another task that waits for the
         #: steps in flight to end; the last one's end sets it.
         self.step_done: anyio.Event | None = None
@@ -332,7 +330,7 @@ class Lifecycle(SessionAttributes):
             # close after it, never under it. Cancelled while waiting: close without end.
             # Not for steps renewing their lanes: they stop at the close (a wait to retry is
             # cut short, a session created after it is closed at once).
-            await self._steps_ended()  # (with one lane, callers waiting for that step then refuse)
+            await self._steps_ended()
         raw = self.raw_session()
         if call_end and raw is None:
             # No session to end with (re-creating it failed, or it is being created in

@@ -259,10 +259,7 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running, Turns):
             return await self._call_step_fn(step_fn)
         finally:
             STEPS_RESET(inside)
-            if self._lifetime.waiting:  # a caller (or a close) from another task waits for this step
-                self._pass_turn()
-            else:
-                self._busy = False
+            self._pass_turn()  # to a caller (or a close) from another task waiting, if any
 
     async def _call_step_fn(self, step_fn: Callable[[StepContext], Awaitable[T]]) -> T:
         raw = self._lane.raw
@@ -285,9 +282,6 @@ class _MonitoredSessionBase(Lifecycle, Recovering, Stepping, Running, Turns):
             if inside_step(lane):  # from inside that hooked run (a hook of it): it would wait for itself
                 raise inside_error(self, "run_with_hooks()")
             await self._hooked_turn()
-            if self._state is not _OPEN:  # stopped or closed meanwhile: refused as it would be now
-                self._pass_hooked()
-                refuse_step(self, self._state, "run_with_hooks()")
         lane.hooked_run = True
         inside = STEPS_SET((*STEPS_GET(), lane))  # what runs inside it knows (the lane stands for it)
         try:

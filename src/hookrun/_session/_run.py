@@ -148,5 +148,5 @@ class Running(SessionAttributes):
             STEPS_RESET(inside)
             if self._lifetime.waiting:  # a caller (or a close) from another task waits for this step
                 self._pass_turn()
-            else:
+            else:  # (``_pass_turn``'s case of nobody waiting, without its call on every step)
                 self._busy = False

@@ -5,12 +5,12 @@ With ``max_in_flight=1`` a ``run()`` or ``run_step_fn()`` from another task whil
 in progress waits for that step, as a caller waits for a free lane with lanes: the
 callers waiting queue in the session's ``_lifetime.waiting``, and the step's end hands the
 lane (``_busy`` stays true) to the first of them, so that a task looping on ``run()`` never
-overtakes a caller waiting. A caller woken once the session stopped or closed holds the
-lane only to pass it on, and is refused as it would be if it called then. A close from
-another task waiting for the step in progress is first in line (``_steps_ended``): it goes
-on once that step ended, and passes the lane on to the callers queued behind it, who
-refuse. Two ``run_with_hooks`` of one step function from two tasks queue the same way,
-in ``_lifetime.hooked``: the second runs once the first ended.
+overtakes a caller waiting. A caller woken once the session stopped holds the lane only
+to pass it on, and is refused as it would be if it called then. A close refuses every
+caller waiting at once (``refuse_all``: they are woken without the lane), and a clean
+close from another task then waits for the step in progress like a caller
+(``_steps_ended``). Two ``run_with_hooks`` of one step function from two tasks queue the
+same way, in ``_lifetime.hooked``: the second runs once the first ended.
 
 A call from inside one of the session's own steps is refused at once (it would wait for
 itself): ``_admit``.
@@ -46,15 +46,12 @@ class Turn:
         self.refused = False
 
 
-async def wait_turn(waiting: deque[Turn], pass_on: Callable[[], None], *, first: bool = False) -> bool:
-    """Wait in ``waiting`` (at its head when ``first``) until the holder hands its turn on
-    (``hand_on``): True; False when refused (``refuse_all``: the caller holds nothing).
-    Cancelled once it was handed on, pass it on with ``pass_on``."""
+async def wait_turn(waiting: deque[Turn], pass_on: Callable[[], None]) -> bool:
+    """Wait in ``waiting`` until the holder hands its turn on (``hand_on``): True; False when
+    refused (``refuse_all``: the caller holds nothing). Cancelled once it was handed on,
+    pass it on with ``pass_on``."""
     turn = Turn()
-    if first:
-        waiting.appendleft(turn)
-    else:
-        waiting.append(turn)
+    waiting.append(turn)
     try:
         await turn.event.wait()
     except BaseException:
@@ -88,12 +85,16 @@ class Turns(SessionAttributes):
 
     async def _wait_turn(self, what: str) -> None:
         """Wait for the step in progress (another task's: ``_admit`` said so), in arrival
-        order; then hold the lane, or pass it on and refuse ``what`` as a call now would be
-        (the session stopped or closed meanwhile)."""
-        handed = await wait_turn(self._lifetime.waiting, self._pass_turn)
+        order; then hold the lane, or refuse ``what`` as a call now would be."""
+        await self._take_turn(self._lifetime.waiting, self._pass_turn, what)
+
+    async def _take_turn(self, waiting: deque[Turn], pass_on: Callable[[], None], what: str) -> None:
+        """Wait in ``waiting``; then hold the turn, or (the session stopped or closed
+        meanwhile) pass it on with ``pass_on`` and refuse ``what`` as a call now would be."""
+        handed = await wait_turn(waiting, pass_on)
         if self._state is not _OPEN:
             if handed:
-                self._pass_turn()
+                pass_on()
             refuse_step(self, self._state, what)
 
     def _pass_turn(self) -> None:
@@ -103,13 +104,12 @@ class Turns(SessionAttributes):
             self._busy = False
 
     async def _steps_ended(self) -> None:
-        """A clean close from another task waits for the step in progress, first in line;
-        then the callers queued behind it are woken in turn, each refusing (the session is
-        closed). With steps in flight: for them all to end (``InFlight.end`` sets
-        ``step_done``)."""
+        """A clean close from another task waits for the step in progress (the close refused
+        the callers waiting already: nobody is queued before it, and nobody after). With
+        steps in flight: for them all to end (``InFlight.end`` sets ``step_done``)."""
         lifetime = self._lifetime
         if self._in_flight is None:
-            if await wait_turn(lifetime.waiting, self._pass_turn, first=True):
+            if await wait_turn(lifetime.waiting, self._pass_turn):
                 self._pass_turn()
             return
         lifetime.step_done = done = anyio.Event()
@@ -120,8 +120,9 @@ class Turns(SessionAttributes):
 
     async def _hooked_turn(self) -> None:
         """A step function's ``run_with_hooks`` while another of its hooked runs is in
-        progress (from another task): wait for it, in arrival order."""
-        await wait_turn(self._lifetime.hooked, self._pass_hooked)
+        progress (from another task): wait for it, in arrival order; then run, or refuse
+        as a call now would be."""
+        await self._take_turn(self._lifetime.hooked, self._pass_hooked, "run_with_hooks()")
 
     def _pass_hooked(self) -> None:
         """A hooked run of the step function ended: the next one waiting goes, else none runs."""
