@@ -91,6 +91,14 @@ def _each_lane(n: int, value: Any = None, **others: Any) -> dict[Any, Any]:
     return expected
 
 
+async def _hold_every_lane(tg: Any, sess: MonitoredSession, results: dict[Any, Any], n: int) -> None:
+    """Start ``n`` callers ``0 .. n-1`` of ``run()`` in ``tg`` (their outcomes go to ``results``)
+    and wait until each holds a lane, its run waiting at the gate."""
+    for who in range(n):
+        tg.start_soon(_outcome, results, who, lambda who=who: sess.run("y", {"who": who}))
+    await anyio.wait_all_tasks_blocked()
+
+
 async def _outcome(results: dict[Any, Any], who: Any, call: Any) -> None:
     """Await ``call()``; its value, or its exception's type, goes to ``results[who]``."""
     try:
@@ -168,9 +176,7 @@ async def test_a_caller_cancelled_while_it_waits_leaves_the_others_their_turn(n:
     async with _session(run, [], n) as sess:
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as tg:
-                for who in range(n):
-                    tg.start_soon(_outcome, results, who, lambda who=who: sess.run("y", {"who": who}))
-                await anyio.wait_all_tasks_blocked()
+                await _hold_every_lane(tg, sess, results, n)
                 cancelled = anyio.CancelScope()
 
                 async def cancelled_caller() -> None:
@@ -233,9 +239,7 @@ async def test_a_close_while_callers_wait_refuses_them_and_returns(n: int, close
     async with _session(run, [hook], n) as sess:
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as tg:
-                for who in range(n):
-                    tg.start_soon(_outcome, results, who, lambda who=who: sess.run("y", {"who": who}))
-                await anyio.wait_all_tasks_blocked()
+                await _hold_every_lane(tg, sess, results, n)
                 if close_first:
                     tg.start_soon(_outcome, results, "close", sess.aclose)
                     await anyio.wait_all_tasks_blocked()
@@ -260,9 +264,7 @@ async def test_a_stop_while_callers_wait_refuses_them(n: int) -> None:
     async with _session(run, [hook], n) as sess:
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as tg:
-                for who in range(n):
-                    tg.start_soon(_outcome, results, who, lambda who=who: sess.run("y", {"who": who}))
-                await anyio.wait_all_tasks_blocked()
+                await _hold_every_lane(tg, sess, results, n)
                 for name in ("a", "b"):
                     tg.start_soon(_outcome, results, name, lambda name=name: sess.run("y", {"who": name}))
                     await anyio.wait_all_tasks_blocked()
@@ -475,9 +477,7 @@ async def test_callers_waiting_are_refused_when_the_block_leaves_without_waiting
             with pytest.raises(ValueError) if how == "error" else contextlib.nullcontext():
                 with anyio.CancelScope() as block:
                     async with _session(run, [], n, stop_grace_period=0.1) as sess:
-                        for who in range(n):
-                            tg.start_soon(_outcome, results, who, lambda who=who: sess.run("y", {"who": who}))
-                        await anyio.wait_all_tasks_blocked()
+                        await _hold_every_lane(tg, sess, results, n)
                         tg.start_soon(_outcome, results, "b", lambda: sess.run("y", {"who": "b"}))
                         tg.start_soon(_outcome, results, "c", lambda: sess.run_step_fn(_noop))
                         await anyio.wait_all_tasks_blocked()
