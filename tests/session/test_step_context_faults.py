@@ -180,3 +180,48 @@ async def test_a_recoverable_error_leaving_a_step_that_ran_does_not_re_run_it(ma
     assert outcomes == [0, 1, "lost", 3]
     assert hook.after == [1, 2, 3, 4] and step == 4  # every step's after_run once
     assert (stats.steps, stats.failed_steps, stats.recoveries) == (4, 0, 0)
+
+
+class Swallowing(SessionRunHook):
+    """A ``step_context`` whose ``__exit__`` returns True: it tries to swallow the step's error."""
+
+    overlapping_steps = True
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def step_context(self, run_context: SessionRunContext, run_metadata: RunMetadata) -> contextlib.AbstractContextManager[None]:
+        seen = self.seen
+
+        class _Swallow:
+            def __enter__(self) -> None:
+                return None
+
+            def __exit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
+                seen.append(type(error).__name__ if error is not None else "ok")
+                return True
+
+        return _Swallow()
+
+
+async def _fails_on_two(feeds: Mapping[Any, Any]) -> dict[str, Any]:
+    await anyio.sleep(0.001)
+    if feeds["k"] == 2:
+        raise Refused("run")
+    return {"y": feeds["k"]}
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+async def test_a_step_context_cannot_swallow_the_steps_error(max_in_flight: int) -> None:
+    """A step_context whose __exit__ returns True still sees the error, and the caller gets it."""
+    hook = Swallowing()
+    outcomes: list[Any] = []
+    with anyio.fail_after(LIMIT):
+        async with MonitoredSession(lambda: StepSession(_fails_on_two), [hook], max_in_flight=max_in_flight) as sess:
+            for k in range(4):
+                try:
+                    outcomes.append(await sess.run("y", {"k": k}))
+                except Refused as exc:
+                    outcomes.append(f"raised {exc}")
+    assert outcomes == [0, 1, "raised run", 3]
+    assert hook.seen == ["ok", "ok", "Refused", "ok"]

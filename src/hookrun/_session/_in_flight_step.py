@@ -47,7 +47,7 @@ from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, Sessio
 from .._inside import STEPS_GET, STEPS_SET
 from ._diagnose import note_missing_fetch_of_layout
 from ._raw import check_values
-from ._stepping import NO_FEEDS, _after_run_args, _raw_run
+from ._stepping import NO_FEEDS, _after_run_args, _raw_run, leave_step_contexts
 
 if TYPE_CHECKING:
     from ._in_flight import InFlight
@@ -135,12 +135,8 @@ class Step:
         if contexts is not None:
             if error is None:
                 contexts.close()
-                return
-            try:
-                contexts.__exit__(type(error), error, error.__traceback__)
-            except BaseException as other:
-                if other is not error:
-                    error.add_note(f"hookrun: leaving a hook's step_context also failed: {other!r}")
+            else:
+                leave_step_contexts(contexts, error)
 
 
 class Rescope:

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from ._lanes import Lane
     from ._retry import RetryBudget
 
-__all__ = ["LeftStep", "Stepping", "step_context_hooks"]
+__all__ = ["LeftStep", "Stepping", "leave_step_contexts", "step_context_hooks"]
 
 NO_FEEDS: Mapping[Any, Any] = MappingProxyType({})
 _new_tuple = tuple.__new__  # builds a SessionRunValues without its Python-level __new__
@@ -91,7 +91,8 @@ class Stepping(SessionAttributes):
         step = local.value if local is not None else await step_at_start(self._setup.counter)
         ctx = SessionRunContext((fetches, feed_dict, options), raw, step, self._on_stop)
         metadata = RunMetadata() if run_metadata is None else run_metadata
-        with ExitStack() as stack:
+        stack = ExitStack()
+        try:
             try:
                 for hook in self._setup.step_hooks:
                     stack.enter_context(hook.step_context(ctx, metadata))
@@ -101,11 +102,14 @@ class Stepping(SessionAttributes):
                 stats.failed("before_run", exc)
                 raise
             results = await self._step_body()(fetches, feed_dict, options, metadata, ctx=ctx)
-            try:  # left here, so that an error leaving a step that went well is told apart
-                stack.close()
-            except Exception as exc:
-                raise LeftStep(exc) from None
-            return results
+        except BaseException as exc:
+            leave_step_contexts(stack, exc)
+            raise
+        try:  # left here, so that an error leaving a step that went well is told apart
+            stack.close()
+        except Exception as exc:
+            raise LeftStep(exc) from None
+        return results
 
     async def _scoped_step(
         self, fetches: object, feed_dict: Mapping[Any, Any] | None, options: RunOptions | None,
@@ -228,6 +232,17 @@ class Stepping(SessionAttributes):
         layout = lane.layout_for(fetches, self._before.calls, requests)
         feeds, merged = merge_feeds_and_options(self._before.calls, requests, feed_dict, options)
         return layout.keys, layout.caller_shape, layout.shapes or None, feeds, merged
+
+
+def leave_step_contexts(contexts: ExitStack, error: BaseException) -> None:
+    """Leave the hooks' ``step_context``s of an attempt that failed with ``error``, in
+    reverse order. None can swallow it (what ``__exit__`` returns is ignored: a step that
+    failed never looks as if it went well), and an error one raises is noted on ``error``."""
+    try:
+        contexts.__exit__(type(error), error, error.__traceback__)
+    except BaseException as other:
+        if other is not error:
+            error.add_note(f"hookrun: leaving a hook's step_context also failed: {other!r}")
 
 
 class LeftStep(BaseException):
