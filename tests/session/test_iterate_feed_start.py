@@ -139,12 +139,15 @@ async def test_a_stop_from_another_task_ends_a_feed_waiting_in_any_way(how: str,
             else:
                 await iterator.aclose()
 
+        ended = False
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(stopper)
                 async for y in iterator:
                     results.append(y)
-        assert results == [1] and source.finished
+                ended = True  # the loop ended as it ends on a stop (a cancellation out of it would
+                # be swallowed by the task group, which it cancels)
+        assert ended and results == [1] and source.finished
         assert sess.should_stop() is (stop != "iterator")
         assert sess._lifetime.stop_waits == []
 
@@ -192,6 +195,31 @@ async def test_an_outer_cancellation_of_a_waiting_feed_is_not_taken_for_a_stop()
                     pytest.fail("the loop ended instead of being cancelled")  # pragma: no cover
         assert outer.cancelled_caught and results == [1] and source.finished
         assert not sess.should_stop()
+
+
+async def test_a_stop_that_comes_with_an_outer_cancellation_lets_the_cancellation_go_on() -> None:
+    """A stop and a cancellation of the iterating task's own scope land together while the
+    feed waits: the cancellation goes on out of the loop, which does not just end."""
+    source = Waiting("sleep")
+    watch = CoordOf()
+    ended = False
+    async with MonitoredSession(lambda: StepSession(_echo), [watch]) as sess:
+        with anyio.fail_after(LIMIT):
+            with anyio.CancelScope() as outer:
+                async with anyio.create_task_group() as tg:
+
+                    async def both() -> None:
+                        await source.asked.wait()
+                        await anyio.wait_all_tasks_blocked()
+                        outer.cancel()
+                        assert watch.coord is not None
+                        watch.coord.request_stop()
+
+                    tg.start_soon(both)
+                    async for _ in sess.iterate("y", source.feeds()):
+                        pass
+                    ended = True
+        assert outer.cancelled_caught and not ended and source.finished
 
 
 @pytest.mark.parametrize("wait", [False, True])

@@ -29,7 +29,6 @@ not run.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import math
 import types
@@ -66,16 +65,6 @@ async def _no_items() -> AsyncGenerator[Any, None]:  # pragma: no cover - never 
 #: What an async iterator's ``__anext__`` returns that ``StepIterator`` starts as it is,
 #: with ``send``: a coroutine, an async generator's ``asend``.
 _SENDABLE = frozenset({types.CoroutineType, type(_no_items().asend(None))})
-
-
-def _cancel_requests(cancelled: type[BaseException]) -> Callable[[], int]:
-    """How many cancellations the current task has pending (``Task.cancelling()`` on
-    asyncio; always 0 elsewhere, where cancellation is by scopes alone)."""
-    if issubclass(cancelled, asyncio.CancelledError):
-        task = asyncio.current_task()
-        if task is not None:
-            return task.cancelling
-    return int
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
@@ -208,36 +197,50 @@ class StepIterator:
         the wait (see the module docstring). Each time the feed waits, its task waits under
         ``_waiting``, a cancel scope entered for that wait alone and left before the feed
         runs on: the scopes the feed opens and closes itself stay nested as it made them.
-        ``coro`` is closed on every way out (a no-op once it finished)."""
+        What ends a wait is handed to the feed: a cancellation the scope takes for its own
+        ends the wait once it is back out of the feed (thrown at the wait, asyncio's, the
+        scope's exit says whose it is; sent as the wait's outcome, trio's, it is raised in
+        the feed, past the scope: it is the scope's if the scope was cancelled and the task
+        is not cancelled from outside too). ``coro`` is closed on every way out (a no-op
+        once it finished)."""
         session = self._session
         new_scope = session._dispatcher.new_scope
         waits = session._lifetime.stop_waits
-        cancelled = anyio.get_cancelled_exc_class()
-        requests = _cancel_requests(cancelled)
         try:
             while True:
-                before = requests()
-                with new_scope() as waiting:
-                    self._waiting = waiting
-                    waits.append(waiting)
-                    try:
-                        if self._done or session.should_stop():  # asked while the feed ran
-                            waiting.cancel()
-                        value, error = (yield parked), None
-                    except BaseException as exc:  # the event loop's, for the feed
-                        value, error = None, exc
-                    finally:
-                        waits.remove(waiting)
-                        self._waiting = None
+                value = error = None
+                ours = True  # the scope took ``error`` for its own cancellation
+                try:
+                    with new_scope() as waiting:
+                        self._waiting = waiting
+                        waits.append(waiting)
+                        try:
+                            if self._done or session.should_stop():  # asked while the feed ran
+                                waiting.cancel()
+                            value = yield parked
+                        except BaseException as exc:  # the event loop's, for the feed
+                            error = exc
+                            raise
+                        finally:
+                            waits.remove(waiting)
+                            self._waiting = None
+                except BaseException as exc:
+                    if exc is not error:  # the scope's exit failed: not the feed's to see
+                        raise
+                    ours = False
                 try:
                     parked = coro.send(value) if error is None else coro.throw(error)
                 except StopIteration as stop:
                     return stop.value
-                except cancelled:
-                    # The wait's own cancellation came out of the feed: the wait ended, unless
-                    # the task is cancelled from outside too (its caller's scope, a native
-                    # ``Task.cancel()``), which goes on.
-                    if waiting.cancel_called and requests() <= before and anyio.current_effective_deadline() != -math.inf:
+                except BaseException as exc:
+                    if error is not None:  # thrown at the wait (asyncio): the scope said whose it is
+                        if ours and type(exc) is type(error):
+                            return _NEXT
+                    elif (  # a wait's outcome sent in (trio), raised in the feed, outside the scope
+                        waiting.cancel_called
+                        and isinstance(exc, anyio.get_cancelled_exc_class())
+                        and anyio.current_effective_deadline() != -math.inf  # not cancelled from outside too
+                    ):
                         return _NEXT
                     raise
         finally:
