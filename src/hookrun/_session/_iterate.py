@@ -19,9 +19,12 @@ own (``_next_feed``). With one lane the feed's ``__anext__`` is started in place
 that comes without a wait costs no scope at all; each time the feed does wait, its task
 waits under a scope entered for that wait alone and left before the feed runs on
 (``_wait_feed``), so the scopes the feed opens and closes itself stay nested as it made
-them. An async generator given as feeds must still not yield from inside a cancel scope
-or task group of its own, which anyio and trio forbid anyway: an error of the backend's
-about it gets a note saying so (``note_scope_across_yield``). An item the source hands
+them. An async generator given as feeds must not yield from inside a cancel scope or
+task group of its own, which anyio and trio forbid anyway: with steps in flight the
+admission's scope around the item makes that fail at once, with one lane it fails (or not)
+as under a plain ``async for``, iterate's own scopes never being left open across the
+feed's code; an error of the backend's about it gets a note saying so
+(``note_scope_across_yield``). An item the source hands
 over just as the stop lands is run only if a step may still start (after the
 coordinator's stop, which leaves ``run()`` working); after a hook's stop or a close it is
 not run.
