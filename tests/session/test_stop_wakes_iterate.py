@@ -92,6 +92,7 @@ async def _iterate_while(sess: MonitoredSession, source: QuietFeeds, stop: Any) 
     """Iterate ``source``'s feeds in this task and, in another one, call ``stop()`` once iterate
     waits for the second item; the results, once the loop ended."""
     results: list[Any] = []
+    ended = False
 
     async def stopper() -> None:
         await source.asked.wait()
@@ -102,6 +103,8 @@ async def _iterate_while(sess: MonitoredSession, source: QuietFeeds, stop: Any) 
             tg.start_soon(stopper)
             async for y in sess.iterate("y", source.feeds()):
                 results.append(y)
+            ended = True  # the loop ended: no cancellation left it (the task group would hide one)
+    assert ended
     return results
 
 
