@@ -51,7 +51,7 @@ import anyio
 
 from .._dispatch._wake import Waker
 from .._errors import CLEAN_STOP_TYPES
-from ._in_flight_iterate_exits import close, dropped, failed
+from ._in_flight_iterate_exits import close, dropped, failed, left
 from ._in_flight_step import Rescope, Slot, step_body
 from ._iterate import StepIterator
 from ._runners import InContext, ParkedJobs, StepRunners
@@ -100,8 +100,8 @@ class _Pipeline(StepIterator):
     _copy_feeds = True  # the steps in flight keep their feeds
 
     __slots__ = (
-        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_on_admitted", "_on_freed", "_ordered", "_parked",
-        "_pending", "_runners", "_wake", "_wakes", "_window",
+        "_admitting", "_closed", "_context", "_dropped", "_engine", "_exhausted", "_on_admitted", "_on_freed", "_ordered",
+        "_parked", "_pending", "_runners", "_wake", "_wakes", "_window",
     )
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
@@ -113,6 +113,7 @@ class _Pipeline(StepIterator):
         self._exhausted = False  # no more steps are admitted
         self._closed = False  # aclose() was called: the loop ends, whatever the steps it cancelled raise
         self._admitting = False  # an admission is under way (one at a time)
+        self._dropped = False  # the caller let go of the iterator: what its steps raise is ``left``'s
         self._waiting: anyio.CancelScope | None = None  # an admission's wait for a feed or a lane
         self._context: Context = copy_context()  # the iterating task's, at its latest __anext__
         #: Set when a step's results are known, it ended, or an admission did: one per task
@@ -215,6 +216,8 @@ class _Pipeline(StepIterator):
                     except BaseException as exc:  # a clean stop or an error: either way no step follows it
                         slot.error = exc
                         self._exhausted = True
+                        if self._dropped:
+                            left(self, slot)
                         if isinstance(exc, CLEAN_STOP_TYPES):  # the end of the input: the session stops
                             self._stop()  # (as with one lane), before any other step is admitted
                         if isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -282,6 +285,8 @@ class _Pipeline(StepIterator):
             slot = Slot(None, self._wake)
             slot.error, slot.done = exc, True
             self._pending.append(slot)
+            if self._dropped:
+                left(self, slot)
         if step is not None and self._exhausted:  # the iterator ended while it waited
             engine.end(step)
             step = None

@@ -27,6 +27,11 @@ cancelled at once (a cancel scope is cancelled synchronously); they end in their
 An iterator kept in a variable outlives its loop and is not seen: ``aclose()`` (or
 ``contextlib.aclosing``) is the way to end it. A ``break`` leaves the steps in flight to
 finish, as documented; once the iterator is dropped, no runner of it parks again.
+
+What a step of a dropped iterator raised (before the drop or after it) no ``__anext__``
+will raise (``left``): a ``KeyboardInterrupt`` or ``SystemExit`` goes to the session,
+whose close raises it (``InFlight.raise_left``: the hooks get ``on_exception`` with it,
+not ``end``); a step's own error is logged, and the session goes on.
 """
 
 from __future__ import annotations
@@ -36,11 +41,14 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._cancelling import task_cancelled
+from .._errors import CLEAN_STOP_TYPES
+from .._log import log_warning
 
 if TYPE_CHECKING:
     from ._in_flight_iterate import _Pipeline
+    from ._in_flight_step import Slot
 
-__all__ = ["close", "dropped", "failed"]
+__all__ = ["close", "dropped", "failed", "left"]
 
 
 async def failed(p: _Pipeline, exc: BaseException) -> BaseException:
@@ -78,13 +86,38 @@ def dropped(p: _Pipeline) -> None:
     task letting go is cancelled (it left the loop by its cancellation, wherever it
     landed: in the loop body too), no step is admitted any more and the steps in flight
     are cancelled, here and now; they end in their runners, which then leave. Otherwise
-    (a ``break``) the steps go on, as documented; either way no runner parks again."""
+    (a ``break``) the steps go on, as documented; either way no runner parks again.
+    What its steps raised, and will raise, is ``left``'s."""
+    p._dropped = True
     p._close_runners()
+    for slot in p._pending:
+        if slot.error is not None:
+            left(p, slot)
     if not p._admitting and all(slot.done for slot in p._pending):
         return
     if task_cancelled():
         p._closed = p._done = p._exhausted = True
         _cancel(p, RuntimeError("iterate(): the task iterating was cancelled"))
+
+
+def left(p: _Pipeline, slot: Slot) -> None:
+    """A step of a dropped iterator (or the feed it took) ended with ``slot.error``, which no
+    ``__anext__`` will raise: a ``KeyboardInterrupt`` or ``SystemExit`` is the session's
+    close's to raise (the first one); the step's own error (not a clean stop, nor what
+    another step's failure or a cancellation caused) is logged."""
+    error = slot.error
+    assert error is not None
+    step = slot.step
+    if _fatal(error):
+        engine = p._engine
+        if engine.left is None:
+            engine.left = error
+    elif isinstance(error, Exception) and not isinstance(error, CLEAN_STOP_TYPES) and (step is None or step.cause is None):
+        log_warning(
+            "iterate(): %s of an iterator let go of before it ended (a break without aclose()) "
+            "failed, and no caller will raise it: %r", "taking a feed" if step is None else "a step", error,
+            exc_info=error, step=None if step is None else step.number,
+        )
 
 
 def _cancel(p: _Pipeline, why: BaseException) -> None:
