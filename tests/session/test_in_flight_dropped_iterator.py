@@ -8,7 +8,7 @@ and the session closes as usual."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 
 import anyio
 import pytest
@@ -166,3 +166,66 @@ async def test_another_error_of_a_step_after_a_break_is_logged(
     (record,) = [r for r in caplog.records if "let go of" in r.getMessage()]
     assert record.exc_info is not None and record.exc_info[1] is pipeline.raised[0]
     assert "a break without aclose()" in record.getMessage()
+
+
+class FailingFeeds:
+    """Async feeds: three, then, once ``go`` is set, ``error`` (kept in ``raised``). The
+    pipeline waits for the fourth as the loop breaks out at the first result."""
+
+    def __init__(self, error: type[BaseException]) -> None:
+        self.error = error
+        self.go = anyio.Event()
+        self.raised: list[BaseException] = []
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, int]]:
+        for k in range(3):
+            yield {"k": k}
+        await self.go.wait()
+        self.raised.append(self.error("from the feeds"))
+        raise self.raised[-1]
+
+    async def break_out(self, pipeline: Pipeline) -> None:
+        async for _ in pipeline.session.iterate("y", self):
+            await pipeline.started.wait()
+            break
+        pipeline.go.set()
+        self.go.set()
+        while not self.raised:
+            await anyio.wait_all_tasks_blocked()
+        await anyio.wait_all_tasks_blocked()  # the admission that took it ended
+
+
+@pytest.mark.parametrize("error", FATAL, ids=lambda e: e.__name__)
+async def test_the_feeds_raising_it_after_a_break_makes_the_block_raise_it(error: type[BaseException]) -> None:
+    pipeline, feeds = Pipeline(None), FailingFeeds(error)
+    with anyio.fail_after(LIMIT):
+        with pytest.raises(error) as raised:
+            async with pipeline.session:
+                await feeds.break_out(pipeline)
+    assert raised.value is feeds.raised[0]
+    assert pipeline.hook.exceptions == [raised.value] and pipeline.hook.ends == 0
+
+
+async def test_another_error_of_the_feeds_after_a_break_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    pipeline, feeds = Pipeline(None), FailingFeeds(ValueError)
+    with anyio.fail_after(LIMIT), caplog.at_level(logging.WARNING, logger="hookrun"):
+        async with pipeline.session:
+            await feeds.break_out(pipeline)
+    assert pipeline.hook.ends == 1 and pipeline.hook.exceptions == []
+    (record,) = [r for r in caplog.records if "let go of" in r.getMessage()]
+    assert record.exc_info is not None and record.exc_info[1] is feeds.raised[0]
+    assert "taking a feed" in record.getMessage()
+
+
+async def test_a_keyboard_interrupt_of_the_block_itself_comes_out_with_a_note() -> None:
+    """The block raises ``KeyboardInterrupt`` while a step of a dropped iterator left a
+    ``SystemExit``: the block's comes out, and names the other."""
+    pipeline = Pipeline(SystemExit)
+    with anyio.fail_after(LIMIT):
+        with pytest.raises(KeyboardInterrupt) as raised:
+            async with pipeline.session:
+                await pipeline.break_out(go_first=True)
+                raise KeyboardInterrupt("the block's own")
+    assert str(raised.value) == "the block's own"
+    assert any("also raised SystemExit" in note for note in raised.value.__notes__)
+    assert pipeline.hook.exceptions == [raised.value]
