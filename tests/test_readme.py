@@ -112,7 +112,8 @@ def test_the_coverage_report_is_a_branch_coverage_floor_on_the_runtime_core() ->
         "_dispatch/_plan", "_dispatch/_wake",
         "_session/_monitored", "_session/_lifecycle", "_session/_recovering", "_session/_state",
         "_session/_stepping", "_session/_lanes", "_session/_lane_sessions", "_session/_in_flight",
-        "_session/_in_flight_iterate", "_session/_in_flight_step_fn", "_session/_in_flight_setup",
+        "_session/_in_flight_iterate", "_session/_in_flight_iterate_exits", "_session/_in_flight_step_fn",
+        "_session/_in_flight_setup",
         "_session/_in_flight_step", "_session/_runners", "_session/_run", "_cancelling",
     }
     assert set(report["include"]) == {f"src/hookrun/{name}.py" for name in core}

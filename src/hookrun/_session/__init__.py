@@ -9,8 +9,9 @@ session and recovering from a failed one (``_recovering.py``) under a ``RetryPol
 serves (``_serving.py``), the checks of what the user hands it (``_checks.py``); steps
 in flight with ``max_in_flight > 1``: the lanes and the turnstile that orders the hook
 phases (``_lanes.py``), each lane's raw session (``_lane_sessions.py``), admitting and
-running the steps (``_in_flight.py``), their ``iterate`` and ``run_step_fn``
-(``_in_flight_iterate.py``, ``_in_flight_step_fn.py``), the tasks that run the steps
+running the steps (``_in_flight.py``), their ``iterate`` (``_in_flight_iterate.py``,
+and how it ends: ``_in_flight_iterate_exits.py``) and ``run_step_fn``
+(``_in_flight_step_fn.py``), the tasks that run the steps
 ``iterate`` admits (``_runners.py``) and installing them
 (``_in_flight_setup.py``); and
 the raw side: what a session and a session creator are (``_raw.py``), what a creator

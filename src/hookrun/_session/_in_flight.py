@@ -87,6 +87,9 @@ class InFlight:
         self.inside: tuple[object, ...] = (session,)
         #: The requests of a ``before_run`` phase no hook has (every hook asked for nothing).
         self.no_requests: list[None] = [None] * len(session._before.calls)
+        #: The first ``KeyboardInterrupt`` or ``SystemExit`` of a step that no caller will raise
+        #: (its iterator was let go of before it ended): the session's close raises it.
+        self.left: BaseException | None = None
 
     # -- the session's view -----------------------------------------------------------------
 
@@ -218,6 +221,17 @@ class InFlight:
                 await done.wait()  # set by the last step's end
         finally:
             s._lifetime.step_done = None
+
+    def raise_left(self, error: BaseException | None) -> None:
+        """At the session's close, once its steps ended (``error``: why it closes, when not
+        cleanly): raise ``left``, unless ``error`` is a ``KeyboardInterrupt`` or
+        ``SystemExit`` itself (``left`` is then a note on it)."""
+        left, self.left = self.left, None
+        if left is None:
+            return
+        if error is None or isinstance(error, (Exception, anyio.get_cancelled_exc_class())):
+            raise left
+        error.add_note(f"hookrun: a step of an iterator let go of also raised {left!r}")
 
     def cancelled_error(self, step: Step) -> RuntimeError:
         assert step.cause is not None

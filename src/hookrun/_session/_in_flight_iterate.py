@@ -1,5 +1,10 @@
 """``MonitoredSession.iterate`` with steps in flight: ``InFlightIterator`` keeps up to N
 steps running and yields their results in feed order (``ordered=False``: as they end).
+This module holds the iterator and its pipeline (``_Pipeline``: the steps admitted and
+not yielded yet, the admission and the runners' job), everything a step's path goes
+through; how the iteration ends otherwise than by its feeds or a stop (an error, a
+cancellation, ``aclose()``, the caller letting go of it) is in
+``_in_flight_iterate_exits.py``, functions of the pipeline off that path.
 
 Steps run in runner tasks of the session's task group (``_runners.py``), which admit
 them too, one admission at a time: the next feed, a free lane, the step's number and its
@@ -28,24 +33,10 @@ A step that a stop kept from being admitted, or that met a clean-stop error, yie
 nothing; a step's clean-stop error stops the session (its runner requests the stop as
 the step ends, as one lane's iterator does); once a stop is requested no step is
 admitted, the steps in flight are drained and iteration ends. An error taking a feed is
-raised in that feed's place, after the results before it. Any other error cancels the steps in flight and is raised (the error
-of the step that failed first, not the cancellations it caused); with ``ordered=False`` a
-step's results are yielded as soon as its raw run returns, which may be before its
-``after_run`` (still called in step order; an error it raises comes from a later
-``__anext__``); cancelling the iterating task in ``__anext__``, or ``aclose()``, cancels them
-and waits for them (shielded, bounded by the grace period), so no task of the iterator is
-left running once it ended.
-
-No hookrun code runs in the iterating task while its loop body runs, so a cancellation
-landing there is seen when the loop lets go of the iterator: ``async for`` holds the only
-reference to ``InFlightIterator``, a handle the session's tasks never hold (they hold its
-``_Pipeline``), and CPython drops it as the exception leaves the loop. Its ``__del__`` then
-runs in the iterating task: if that task is cancelled (its effective deadline is past:
-``-inf`` once a scope of it was cancelled), admission stops and the steps in flight are
-cancelled at once (a cancel scope is cancelled synchronously); they end in their runners.
-An iterator kept in a variable outlives its loop and is not seen: ``aclose()`` (or
-``contextlib.aclosing``) is the way to end it. A ``break`` leaves the steps in flight to
-finish, as documented; once the iterator is dropped, no runner of it parks again.
+raised in that feed's place, after the results before it. The other ways out (an error,
+a cancellation, ``aclose()``, the caller letting go of the iterator) are
+``_in_flight_iterate_exits.py``'s, which cancels and waits for the steps in flight and
+says which error comes out; they are off the steps' path.
 """
 
 from __future__ import annotations
@@ -58,9 +49,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._cancelling import task_cancelled
 from .._dispatch._wake import Waker
 from .._errors import CLEAN_STOP_TYPES
+from ._in_flight_iterate_exits import close, dropped, failed, left
 from ._in_flight_step import Rescope, Slot, step_body
 from ._iterate import StepIterator
 from ._runners import InContext, ParkedJobs, StepRunners
@@ -79,7 +70,7 @@ class InFlightIterator(StepIterator):
     """The async iterator ``iterate`` returns on a session with steps in flight: the
     caller's handle on its pipeline (``_Pipeline``). The session's tasks hold the pipeline,
     never this handle, so the handle goes as soon as the caller's loop lets go of it
-    (``__del__``: ``_Pipeline.dropped``)."""
+    (``__del__``: ``dropped``)."""
 
     __slots__ = ("_pipeline",)
 
@@ -95,12 +86,12 @@ class InFlightIterator(StepIterator):
     def aclose(self) -> Coroutine[Any, Any, None]:
         """Stop iterating: cancel the steps in flight and wait for them; a task iterating
         meanwhile ends its loop (as the feeds' end would end it)."""
-        return self._pipeline.aclose()
+        return close(self._pipeline)
 
     def __del__(self) -> None:
         pipeline = getattr(self, "_pipeline", None)  # None: the constructor failed
         if pipeline is not None:
-            pipeline.dropped()
+            dropped(pipeline)
 
 
 class _Pipeline(StepIterator):
@@ -109,8 +100,8 @@ class _Pipeline(StepIterator):
     _copy_feeds = True  # the steps in flight keep their feeds
 
     __slots__ = (
-        "_admitting", "_closed", "_context", "_engine", "_exhausted", "_on_admitted", "_on_freed", "_ordered", "_parked",
-        "_pending", "_runners", "_wake", "_wakes", "_window",
+        "_admitting", "_closed", "_context", "_dropped", "_engine", "_exhausted", "_on_admitted", "_on_freed", "_ordered",
+        "_parked", "_pending", "_runners", "_wake", "_wakes", "_window",
     )
 
     def __init__(self, engine: InFlight, fetches: object, feeds: object, *, ordered: bool) -> None:
@@ -122,6 +113,7 @@ class _Pipeline(StepIterator):
         self._exhausted = False  # no more steps are admitted
         self._closed = False  # aclose() was called: the loop ends, whatever the steps it cancelled raise
         self._admitting = False  # an admission is under way (one at a time)
+        self._dropped = False  # the caller let go of the iterator: what its steps raise is ``left``'s
         self._waiting: anyio.CancelScope | None = None  # an admission's wait for a feed or a lane
         self._context: Context = copy_context()  # the iterating task's, at its latest __anext__
         #: Set when a step's results are known, it ended, or an admission did: one per task
@@ -172,46 +164,12 @@ class _Pipeline(StepIterator):
             self._close_runners()
             raise
         except BaseException as exc:
-            self._done = self._exhausted = True
-            self._cancel(exc)
-            await self._wait_out()
-            self._close_runners()
-            origin = self._origin(exc)
-            if not _fatal(origin):  # a step's KeyboardInterrupt or SystemExit wins over an error
-                origin = self._fatal_error() or origin  # or the task's cancellation: never lost
-            self._pending.clear()
+            origin = await failed(self, exc)  # the steps in flight cancelled and waited for
             if origin is exc:
                 raise
             raise origin from None
         finally:
             self._busy = False
-
-    async def aclose(self) -> None:
-        """``InFlightIterator.aclose``."""
-        self._closed = True
-        self._done = True
-        self._exhausted = True
-        self._cancel(RuntimeError("iterate(): the iterator was closed"))
-        await self._wait_out()
-        self._close_runners()
-        fatal = self._fatal_error()
-        self._pending.clear()
-        self._wakeup()  # a task still in __anext__ (closed from another task) ends now
-        if fatal is not None:  # a step's KeyboardInterrupt or SystemExit not raised yet: never lost
-            raise fatal
-
-    def dropped(self) -> None:
-        """The caller let go of its iterator (out of its loop) before it ended. When the
-        task letting go is cancelled (it left the loop by its cancellation, wherever it
-        landed: in the loop body too), no step is admitted any more and the steps in flight
-        are cancelled, here and now; they end in their runners, which then leave. Otherwise
-        (a ``break``) the steps go on, as documented; either way no runner parks again."""
-        self._close_runners()
-        if not self._admitting and all(slot.done for slot in self._pending):
-            return
-        if task_cancelled():
-            self._closed = self._done = self._exhausted = True
-            self._cancel(RuntimeError("iterate(): the task iterating was cancelled"))
 
     def _may_admit(self, *, waiting: bool = False) -> bool:
         """Whether one more step may be admitted now (``waiting``: even if it must wait for
@@ -258,6 +216,8 @@ class _Pipeline(StepIterator):
                     except BaseException as exc:  # a clean stop or an error: either way no step follows it
                         slot.error = exc
                         self._exhausted = True
+                        if self._dropped:
+                            left(self, slot)
                         if isinstance(exc, CLEAN_STOP_TYPES):  # the end of the input: the session stops
                             self._stop()  # (as with one lane), before any other step is admitted
                         if isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -325,6 +285,8 @@ class _Pipeline(StepIterator):
             slot = Slot(None, self._wake)
             slot.error, slot.done = exc, True
             self._pending.append(slot)
+            if self._dropped:
+                left(self, slot)
         if step is not None and self._exhausted:  # the iterator ended while it waited
             engine.end(step)
             step = None
@@ -403,47 +365,8 @@ class _Pipeline(StepIterator):
                 return None
             await self._waker().wait()
 
-    def _cancel(self, why: BaseException) -> None:
-        """Cancel this iterator's steps in flight and its admission's wait (``_wait_out``
-        waits for them)."""
-        for slot in self._pending:
-            step = slot.step
-            if not slot.done and step is not None and step.cause is None:
-                step.cause = why
-                step.scope.cancel()
-        if self._waiting is not None:
-            self._waiting.cancel()
-
-    async def _wait_out(self) -> None:
-        """Wait for the steps ``_cancel`` cancelled and the admission under way to end
-        (shielded, bounded)."""
-        grace = self._engine.s._setup.grace
-        with anyio.move_on_after(2 * grace + 1.0, shield=True):
-            while self._admitting or any(not slot.done for slot in self._pending):
-                await self._waker().wait()
-
     def _waker(self) -> Waker:
         """A wake-up for the calling task, set by the next ``_wakeup``."""
         wake = self._engine.wakers()
         self._wakes.append(wake)
         return wake
-
-    def _fatal_error(self) -> BaseException | None:
-        """The first ``KeyboardInterrupt``, ``SystemExit``... a pending step ended with, if any."""
-        return next((slot.error for slot in self._pending if slot.error is not None and _fatal(slot.error)), None)
-
-    def _origin(self, exc: BaseException) -> BaseException:
-        """The error of the step that failed first, when ``exc`` is a cancellation it caused."""
-        cause = exc.__cause__
-        if cause is None or not isinstance(exc, RuntimeError):
-            return exc
-        for slot in self._pending:
-            if slot.error is cause:
-                return cause
-        return exc
-
-
-def _fatal(error: BaseException) -> bool:
-    """Whether a step's ``error`` must reach the caller whatever else happens: neither an
-    ``Exception`` nor a cancellation (``KeyboardInterrupt``, ``SystemExit``...)."""
-    return not isinstance(error, (Exception, anyio.get_cancelled_exc_class()))

@@ -331,6 +331,8 @@ class Lifecycle(SessionAttributes):
             # Not for steps renewing their lanes: they stop at the close (a wait to retry is
             # cut short, a session created after it is closed at once).
             await self._steps_ended()
+        if self._in_flight is not None:  # a step's KeyboardInterrupt or SystemExit no iterator raised
+            self._in_flight.raise_left(error)
         raw = self.raw_session()
         if call_end and raw is None:
             # No session to end with (re-creating it failed, or it is being created in
