@@ -13,7 +13,7 @@ The wait for the next item of an async feed is the one wait of ``iterate`` that 
 for ever (a quiet source), at every ``max_in_flight``: ``_next_feed`` makes it under a
 cancel scope of its caller's that it keeps in the session's ``stop_waits`` meanwhile, and
 the session cancels those as soon as it should stop, whoever asked and from whichever task
-(a hook, a step function, the coordinator, a close: ``Lifecycle._stopped``). The loop then
+(a hook, a step function, the coordinator, a close: ``_lifecycle.stopped``). The loop then
 ends, as the stop would end it between steps. With steps in flight that scope is the
 admission's own; with one lane it is entered for each item of an async feed, which a
 step that does not wait pays (about 5 us on asyncio, 13 us on trio). So an async
