@@ -29,6 +29,7 @@ from hookrun import (
 )
 from hookrun._session import _stepping
 from hookrun._session._base import _MonitoredSessionBase
+from hookrun._session._state import SessionAttributes
 from hookrun.testing import ScriptedCreator
 
 pytestmark = pytest.mark.anyio
@@ -92,6 +93,18 @@ def test_the_slots_are_the_sessions_own() -> None:
         for name in SLOTS:
             descriptor = next(vars(k)[name] for k in cls.__mro__ if name in vars(k))
             assert type(descriptor).__name__ == "member_descriptor", (cls, name)
+
+
+def test_the_session_inherits_no_part() -> None:
+    """Its one base declares its slots; every entry point is its class's own (what
+    introspection finds on ``MonitoredSession`` is what runs), none an inherited part's."""
+    assert _MonitoredSessionBase.__mro__ == (_MonitoredSessionBase, SessionAttributes, object)
+    assert not [name for name, value in vars(SessionAttributes).items() if callable(value) and not name.startswith("__")]
+    for name in (
+        "run", "iterate", "run_step_fn", "should_stop", "__aenter__", "__aexit__", "aclose", "raw_session",
+        "statistics", "global_step", "step_counter",
+    ):
+        assert name in vars(_MonitoredSessionBase), name
 
 
 class PlainHook(SessionRunHook):

@@ -46,7 +46,7 @@ from .._validate import (
     exception_types,
     refuse_awaitable,
 )
-from ._checks import check_step_fn
+from ._checks import check_step_fn, step_context_hooks
 from ._diagnose import note_missing_fetch
 from ._factories import creator_function
 from ._in_flight_iterate import InFlightIterator
@@ -70,7 +70,6 @@ from ._stepping import (
     run_in_step_contexts,
     run_with_hooks,
     step_body,
-    step_context_hooks,
 )
 from ._turns import Turns
 

@@ -247,8 +247,8 @@ class LaneSessions:
         return failures
 
     async def close_all(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
-        """Close the coordinator, then every lane's session once (the monitored session's
-        ``_close_current``)."""
+        """Close the coordinator, then every lane's session once (as the monitored session
+        closes, ``_lifecycle.py``)."""
         s = self.s
         failures: list[BaseException] = []
         coord, self.coord = self.coord, None

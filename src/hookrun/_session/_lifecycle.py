@@ -6,7 +6,7 @@ state and read what every part of it holds (the dispatcher, the lanes, the calle
 waiting, the steps in flight), and keep nothing but ``Lifetime``.
 
 Entering (``enter``) opens the session's task group, runs every hook's ``begin``
-(once, ever), creates the first session (``_recovering.py``) and moves NEW → ENTERING →
+(once, ever), creates every lane's session (``_lane_sessions.py``) and moves NEW → ENTERING →
 OPEN; no step starts while it enters (``run()`` from another task is refused).
 Closing (``aclose``, ``__aexit__``, or an entry that failed) moves any state to CLOSED:
 every hook's ``end`` when the exit is clean and there is a session to end with (else

@@ -28,7 +28,7 @@ CLOSED         no      no         nothing  no
 Every change of state goes through :func:`move`, which refuses any change not in
 ``TRANSITIONS`` (a bug in the runtime, never a user error):
 
-* NEW → ENTERING → OPEN: ``__aenter__`` (``_lifecycle.py``) runs ``begin``, then
+* NEW → ENTERING → OPEN: ``__aenter__`` (``enter``, ``_lifecycle.py``) runs ``begin``, then
   creates every lane's session;
 * OPEN → STOPPED: a hook's ``request_stop`` (``_set_hook_stop``, ``_base.py``); sticky;
 * ENTERING, OPEN or STOPPED → CLOSED: closing (``_lifecycle.py``), also when entering fails.

@@ -1,7 +1,8 @@
-"""One step on the current raw session: before_run → merge → session run → step counter →
-after_run. No state changes of the monitored session happen here (``_state.py`` draws
-them and checks each, ``_lifecycle.py`` and ``_recovering.py`` make them); a step either
-returns the caller's results or raises.
+"""One step on the current raw session at one lane: before_run → merge → session run →
+step counter → after_run; and a step function's attempt there (``call_step_fn``) and its
+hooked run (``run_with_hooks``). No state changes of the monitored session happen here
+(``_state.py`` draws them and checks each, ``_lifecycle.py`` and ``_base.py`` make them);
+a step either returns the caller's results or raises.
 
 Why a step body of its own at one lane, beside the lanes' (``step_body`` in
 ``_in_flight_step.py``, which runs the same phases, from the same plans, through the same
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LeftStep", "call_step_fn", "gather", "general_step", "leave_step_contexts", "run_in_step_contexts",
-    "run_with_hooks", "scoped_step", "step_body", "step_context_hooks",
+    "run_with_hooks", "scoped_step", "step_body",
 ]
 
 T = TypeVar("T")
@@ -387,16 +388,3 @@ async def _run_with_options(
     finally:
         if options.trace:
             metadata.timings.append(TimingRecord("run", "run", start, anyio.current_time()))
-
-
-def step_context_hooks(hooks: Sequence[object]) -> tuple[object, ...]:
-    """The hooks with a ``step_context`` method, in list order (decided once, at freeze time)."""
-    found = []
-    for index, hook in enumerate(hooks):
-        method = getattr(hook, "step_context", None)
-        if method is None:
-            continue
-        if not callable(method):
-            raise TypeError(f"hooks[{index}] ({type(hook).__name__}): step_context is not callable")
-        found.append(hook)
-    return tuple(found)
