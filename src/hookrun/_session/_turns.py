@@ -93,7 +93,8 @@ class Turns:
     def __init__(self, session: _MonitoredSessionBase) -> None:
         self.s = session
         #: In arrival order, the callers from other tasks waiting for the step in progress
-        #: (a clean close last); the step's end hands the lane to the first (``pass_on``).
+        #: (or a clean close, once it refused them); the step's end hands the lane to the
+        #: first (``pass_on``).
         self.waiting: deque[Turn] = deque()
         #: A step function's ``run_with_hooks`` calls waiting for the one in progress.
         self.hooked: deque[Turn] = deque()
