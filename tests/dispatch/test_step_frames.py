@@ -67,8 +67,8 @@ def _size(fn: types.FunctionType) -> int:
 
 def test_the_step_functions_are_found() -> None:
     names = {name for name, _ in _coroutine_functions()}
-    assert "hookrun._session._stepping.Stepping._general_step" in names
-    assert "hookrun._session._run.Running.run" in names
+    assert "hookrun._session._stepping.general_step" in names
+    assert "hookrun._session._base._MonitoredSessionBase.run" in names
 
 
 @pytest.mark.parametrize(("name", "fn"), list(_coroutine_functions()), ids=lambda v: v if isinstance(v, str) else "")

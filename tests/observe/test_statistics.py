@@ -22,6 +22,7 @@ from hookrun import (
 )
 from hookrun._observe import _statistics
 from hookrun._observe._histogram import Histogram
+from hookrun._session._stepping import general_step, scoped_step
 from hookrun.testing import MockClock
 
 pytestmark = pytest.mark.anyio
@@ -460,7 +461,7 @@ async def test_step_context_is_current_in_hooks_and_never_leaks() -> None:
 
 async def test_no_step_context_costs_nothing() -> None:
     sess = MonitoredSession(Creator(), [Noop()])
-    assert sess._step in (sess._scoped_step, sess._general_step)  # no wrapper when no hook has a step_context
+    assert sess._step in (scoped_step, general_step)  # no wrapper when no hook has a step_context
     with pytest.raises(TypeError, match="step_context is not callable"):
         bad = Noop()
         bad.step_context = 3  # type: ignore[attr-defined]

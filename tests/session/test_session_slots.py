@@ -27,9 +27,9 @@ from hookrun import (
     SessionRunValues,
     SingularMonitoredSession,
 )
-from hookrun._session._monitored import _MonitoredSessionBase
-from hookrun._session._run import Running
-from hookrun._session._stepping import Stepping
+from hookrun._session import _stepping
+from hookrun._session._base import _MonitoredSessionBase
+from hookrun._session._state import SessionAttributes
 from hookrun.testing import ScriptedCreator
 
 pytestmark = pytest.mark.anyio
@@ -40,14 +40,15 @@ SLOTS = frozenset(_MonitoredSessionBase.__slots__)
 #: is installed on the instance, whatever the hooks or ``max_in_flight``).
 PUBLIC = {"hooks", "max_in_flight"}
 
-#: The methods of a step, from ``run()`` to the hooks' calls.
+#: The methods of a step, from ``run()`` to the hooks' calls, and the step bodies (functions
+#: taking the session as ``self``).
 STEP_METHODS: list[Callable[..., Any]] = [
     _MonitoredSessionBase.run,
     _MonitoredSessionBase._admit,
     _MonitoredSessionBase.should_stop,
-    Stepping._scoped_step,
-    Stepping._general_step,
-    Stepping._run_in_step_contexts,
+    _stepping.scoped_step,
+    _stepping.general_step,
+    _stepping.run_in_step_contexts,
 ]
 
 
@@ -79,9 +80,9 @@ def test_a_step_reads_only_slots_and_class_attributes(function: Callable[..., An
 
 def test_the_attribute_scan_finds_what_a_step_reads() -> None:
     """The scan is not vacuous: it sees the reads of ``run()``, its plain-call step's too."""
-    assert _MonitoredSessionBase.run is Running.run
-    assert {"_busy", "_stats", "_before", "_after", "_lifetime", "_plain", "_state", "_lane", "_step", "_coord"} <= (
-        attributes_of_self(Running.run)
+    assert MonitoredSession.run is vars(_MonitoredSessionBase)["run"]  # the class's own, never an instance's
+    assert {"_busy", "_stats", "_before", "_after", "_turns", "_plain", "_state", "_lane", "_step", "_coord"} <= (
+        attributes_of_self(MonitoredSession.run)
     )
 
 
@@ -92,6 +93,18 @@ def test_the_slots_are_the_sessions_own() -> None:
         for name in SLOTS:
             descriptor = next(vars(k)[name] for k in cls.__mro__ if name in vars(k))
             assert type(descriptor).__name__ == "member_descriptor", (cls, name)
+
+
+def test_the_session_inherits_no_part() -> None:
+    """Its one base declares its slots; every entry point is its class's own (what
+    introspection finds on ``MonitoredSession`` is what runs), none an inherited part's."""
+    assert _MonitoredSessionBase.__mro__ == (_MonitoredSessionBase, SessionAttributes, object)
+    assert not [name for name, value in vars(SessionAttributes).items() if callable(value) and not name.startswith("__")]
+    for name in (
+        "run", "iterate", "run_step_fn", "should_stop", "__aenter__", "__aexit__", "aclose", "raw_session",
+        "statistics", "global_step", "step_counter",
+    ):
+        assert name in vars(_MonitoredSessionBase), name
 
 
 class PlainHook(SessionRunHook):

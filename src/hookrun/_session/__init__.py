@@ -1,11 +1,13 @@
 """The monitored session: its states, entering and closing, recovery, one step, iteration.
 
-Owns ``MonitoredSession`` and ``SingularMonitoredSession`` (``_monitored.py``), the
-table of their states (``_state.py``), entering and closing (``_lifecycle.py``), every
-hook's ``on_exception`` on an exit without ``end`` (``_exits.py``), creating the raw
-session and recovering from a failed one (``_recovering.py``) under a ``RetryPolicy``
-(``_retry.py``), one step (``_stepping.py``) and the notes that name its culprit
-(``_diagnose.py``), ``iterate`` (``_iterate.py``), which session a per-session hook
+Owns ``MonitoredSession`` and ``SingularMonitoredSession`` (``_monitored.py``, which
+lists the parts a session composes; their base class: ``_base.py``), the table of their
+states (``_state.py``), entering and closing (``_lifecycle.py``), every hook's
+``on_exception`` on an exit without ``end`` (``_exits.py``), recovering from a failed
+session (``_recovering.py``) under a ``RetryPolicy`` (``_retry.py``), one step at one
+lane (``_stepping.py``; ``run``'s plain plan: ``_run.py``), the callers waiting for it
+(``_turns.py``) and the notes that name its culprit (``_diagnose.py``), ``iterate``
+(``_iterate.py``), which session a per-session hook
 serves (``_serving.py``), the checks of what the user hands it (``_checks.py``); steps
 in flight with ``max_in_flight > 1``: the lanes and the turnstile that orders the hook
 phases (``_lanes.py``), each lane's raw session (``_lane_sessions.py``), admitting and

@@ -1,19 +1,21 @@
 """What a monitored session checks in what the user hands it, when it gets it: the
 session a creator returns (``check_session``: an ``async def run`` taking the four
 arguments it is called with, an async ``aclose`` if any) and the step function of
-``run_step_fn`` (``check_step_fn``). Pure functions, no I/O; each message names the
+``run_step_fn`` (``check_step_fn``), and the hooks' ``step_context``s
+(``step_context_hooks``). Pure functions, no I/O; each message names the
 culprit as the user wrote it.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 
 from .._dispatch._plan import is_async_callable
 from ._closing import check_closable
 from ._factories import plain_signature
 
-__all__ = ["check_session", "check_step_fn"]
+__all__ = ["check_session", "check_step_fn", "step_context_hooks"]
 
 
 def check_session(raw: object) -> None:
@@ -60,3 +62,16 @@ def check_step_fn(step_fn: object) -> None:
             "`step_fn` may either have one `step_context` argument, or `self` and "
             f"`step_context` arguments if it's an instance method. Got {names} instead."
         )
+
+
+def step_context_hooks(hooks: Sequence[object]) -> tuple[object, ...]:
+    """The hooks with a ``step_context`` method, in list order (decided once, at freeze time)."""
+    found = []
+    for index, hook in enumerate(hooks):
+        method = getattr(hook, "step_context", None)
+        if method is None:
+            continue
+        if not callable(method):
+            raise TypeError(f"hooks[{index}] ({type(hook).__name__}): step_context is not callable")
+        found.append(hook)
+    return tuple(found)

@@ -53,6 +53,7 @@ from ._lanes import Lane, LanePool, Occupancy, PhaseLock, Tickets, Turnstile
 from ._state import State, refuse_step
 
 if TYPE_CHECKING:
+    from ._recovering import Recovery
     from ._retry import RetryBudget
 
 __all__ = ["InFlight", "Step"]
@@ -68,6 +69,8 @@ class InFlight:
         self.n = n
         #: The lanes and their raw sessions, the coordinator and the phase lock: the session's.
         self.sessions: LaneSessions = session._setup.sessions
+        #: Whether an error re-creates a lane, and the error the coordinator holds: the session's.
+        self.recovery: Recovery = session._setup.recovery
         self.lanes = self.sessions.lanes
         self.wakers = Wakers()  # for the lanes, the turnstile, the iterators and their runners
         self.pool = LanePool(self.lanes, self.wakers)
@@ -247,19 +250,18 @@ class InFlight:
         """Re-create the step's lane first if it has no session, or if the coordinator holds
         a recoverable error (a background task's): the first step to see it takes it (the
         coordinator forgets it) and re-creates its own lane; the other lanes go on."""
-        s, lane = self.s, step.lane
-        coord = self.sessions.coord
-        held = coord.exception if coord is not None and coord.should_stop() else None
-        if not lane.renew and not (held is not None and s._is_recoverable(held)):
+        lane, recovery = step.lane, self.recovery
+        held = recovery.held()
+        if not lane.renew and held is None:
             return budget
-        budget = budget or s._setup.retry.budget()
+        budget = budget or recovery.retry.budget()
         if lane.renew:
             await self.sessions.create(lane, budget)
         else:
-            assert held is not None and coord is not None
-            if not s._RECOVERS:
+            assert held is not None
+            if not recovery.recovers:
                 raise held
-            coord.clear_stop()  # taken: no other step recovers for it
+            recovery.take_held()  # taken: no other step recovers for it
             if not await self.sessions.recover(lane, held, budget):
                 raise held
         return budget
@@ -333,13 +335,13 @@ class InFlight:
             raise failed
         if not self.recovers_from(step, failed):
             self.fail_others(step, failed)
-            if s._state is State.CLOSED and step.cause is None and s._RECOVERS and s._is_recoverable(failed):
+            if s._state is State.CLOSED and step.cause is None and self.recovery.recovers_from(failed):
                 raise self.sessions.closed_when_failed(step.lane) from failed
             raise failed
         if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
             return Rescope(failed, budget)  # nothing more can wait under that scope
         step.leave_contexts(failed)  # the attempt is over; the re-run enters them anew
-        budget = budget or s._setup.retry.budget()
+        budget = budget or self.recovery.retry.budget()
         if not await self._recover(step, failed, budget):
             self.fail_others(step, failed)
             raise failed
@@ -360,10 +362,9 @@ class InFlight:
 
     def recovers_from(self, step: Step, exc: BaseException) -> bool:
         """Whether ``exc`` re-creates the step's lane and re-runs the step."""
-        s = self.s
         if step.cause is not None:  # cancelled by another step's failure
             return False
-        return s._RECOVERS and s._is_recoverable(exc) and s._state is not State.CLOSED and step.number > 0
+        return self.recovery.recovers_from(exc) and self.s._state is not State.CLOSED and step.number > 0
 
     # -- the public entry points -----------------------------------------------------------
 

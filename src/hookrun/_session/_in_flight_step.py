@@ -47,7 +47,7 @@ from .._hook_protocol import InFlightRunContext, RunMetadata, RunOptions, Sessio
 from .._inside import STEPS_GET, STEPS_SET
 from ._diagnose import note_missing_fetch_of_layout
 from ._raw import check_values
-from ._stepping import NO_FEEDS, _after_run_args, _raw_run, leave_step_contexts
+from ._stepping import NO_FEEDS, _after_run_args, _raw_run, gather, leave_step_contexts
 
 if TYPE_CHECKING:
     from ._in_flight import InFlight
@@ -373,8 +373,8 @@ def end_before(self: InFlight, step: Step, requests: list[Any] | None) -> None:
     s, merged = self.s, step.merged
     # The lane's fetch layout, reused while the step asks for what the last one on it did.
     if requests is not None and requests.count(None) != len(requests):  # feeds and options merged too
-        step.keys, step.shape, step.shapes, step.feeds, merged = s._gather(step.lane, fetches, feed_dict, merged, requests)
-    else:  # no hook asked for anything: the layout alone (``_gather`` without its merge)
+        step.keys, step.shape, step.shapes, step.feeds, merged = gather(s, step.lane, fetches, feed_dict, merged, requests)
+    else:  # no hook asked for anything: the layout alone (``gather`` without its merge)
         layout = step.lane.layout_for(fetches, s._before.calls, self.no_requests)
         step.keys, step.shape, step.shapes, step.feeds = layout.keys, layout.caller_shape, None, feed_dict
     if step.trace is not None and not merged.trace:

@@ -19,6 +19,7 @@ from ._diagnose import note_missing_fetch_of_layout
 from ._in_flight import InFlight
 from ._in_flight_step import Step, count_failure, finish_step, start_run
 from ._state import State
+from ._step_fn_context import StepContext
 
 __all__ = ["run_step_fn"]
 
@@ -26,8 +27,6 @@ __all__ = ["run_step_fn"]
 async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
     """``MonitoredSession.run_step_fn`` with steps in flight: ``step_fn`` on a free lane,
     re-invoked with the lane's new session after a recovery."""
-    from ._monitored import StepContext  # the session's module imports this one
-
     check_step_fn(step_fn)
     self.check_entry("run_step_fn()")
     step = await self.take_lane((None, None, None, None))
@@ -43,9 +42,9 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
                 except BaseException as exc:
                     if (
                         isinstance(exc, Exception) and not isinstance(exc, CLEAN_STOP_TYPES)
-                        and s._RECOVERS and s._is_recoverable(exc) and s._state is not State.CLOSED
+                        and self.recovery.recovers_from(exc) and s._state is not State.CLOSED
                     ):
-                        budget = budget or s._setup.retry.budget()
+                        budget = budget or self.recovery.retry.budget()
                         if await self.sessions.recover(step.lane, exc, budget):
                             continue  # the function called again, with the lane's new session
                     self.fail_others(step, exc)  # (not for a clean stop or a cancellation)

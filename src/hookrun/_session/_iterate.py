@@ -13,7 +13,7 @@ The wait for the next item of an async feed is the one wait of ``iterate`` that 
 for ever (a quiet source), at every ``max_in_flight``: it is made under a cancel scope of
 the iterator's that it keeps in the session's ``stop_waits`` meanwhile, and the session
 cancels those as soon as it should stop, whoever asked and from whichever task (a hook, a
-step function, the coordinator, a close: ``Lifecycle._stopped``). The loop then ends, as
+step function, the coordinator, a close: ``_lifecycle.stopped``). The loop then ends, as
 the stop would end it between steps. With steps in flight that scope is the admission's
 own (``_next_feed``). With one lane the feed's ``__anext__`` is started in place: an item
 that comes without a wait costs no scope at all; each time the feed does wait, its task

@@ -101,7 +101,7 @@ class LaneSessions:
                 await self._create_once(lane)
                 return
             except Exception as exc:
-                if not (s._RECOVERS and s._is_recoverable(exc)):
+                if not s._setup.recovery.recovers_from(exc):
                     raise
                 if not await self.wait_to_retry(budget, exc, f"creating the session{self._of(lane)} failed; retrying"):
                     raise
@@ -247,8 +247,8 @@ class LaneSessions:
         return failures
 
     async def close_all(self, *, raise_errors: bool, log_session_errors: bool = False) -> list[BaseException]:
-        """Close the coordinator, then every lane's session once (the monitored session's
-        ``_close_current``)."""
+        """Close the coordinator, then every lane's session once (as the monitored session
+        closes, ``_lifecycle.py``)."""
         s = self.s
         failures: list[BaseException] = []
         coord, self.coord = self.coord, None
@@ -257,7 +257,7 @@ class LaneSessions:
                 try:
                     await close_hosted(coord, s._setup.grace)
                 except Exception as exc:
-                    if not s._left_recoverable(exc):
+                    if not s._setup.recovery.left_held(exc):
                         failures.append(exc)
             if scope.cancelled_caught:
                 log_warning("closing the coordinator took longer than stop_grace_period=%ss; gave up waiting",

@@ -1,15 +1,24 @@
-"""Recovering a monitored session's one lane: ``Recovering``, a mixin of the session
-(``_monitored.py``; the attributes it reads are declared in ``_state.py``). How often
-and how patiently to retry is ``RetryPolicy`` (``_retry.py``); the lane's raw session
-is created, replaced and closed by ``LaneSessions`` (``_lane_sessions.py``), at every
-``max_in_flight``.
+"""Recovery, written once for every ``max_in_flight``: ``Recovery``, which a monitored
+session holds (``_setup.recovery``). How often and how patiently to retry is
+``RetryPolicy`` (``_retry.py``); a lane's raw session is created, replaced and closed by
+``LaneSessions`` (``_lane_sessions.py``).
 
-When a step fails with a recoverable error (its own, or one a background task recorded
-in the coordinator), ``_fail_over`` marks the lane for renewal at once, before anything is
-awaited; ``_recover`` waits as the retry policy says, closes the failed session (no
-``end``) and creates a new one (``after_create_session`` again, with the same
-coordinator). ``_with_recovery`` runs a whole call (a step, a step function) until it
-succeeds, recovering before each attempt that needs it, or until the policy gives up.
+What it decides at every N: whether an error is of a recoverable type
+(``is_recoverable``), whether it re-creates a session (``recovers_from``: only a
+``MonitoredSession``'s; a ``SingularMonitoredSession`` propagates every error), and the
+recoverable error a background task recorded in the coordinator (``held``), which the
+next step recovers from (``pending``; ``should_stop`` is false meanwhile) and the recovery
+made for it takes (``take_held``: the coordinator forgets it). The steps in flight
+(``InFlight.ready``, ``InFlight.recovers_from``, their ``run_step_fn``) and the one lane
+ask it.
+
+With one lane it also runs the retry loop. When a step fails with a recoverable error
+(its own, or one the coordinator holds), ``fail_over`` marks the lane for renewal at
+once, before anything is awaited; ``recover`` waits as the retry policy says, closes the
+failed session (no ``end``) and creates a new one (``after_create_session`` again, with
+the same coordinator). ``with_recovery`` runs a whole call (a step, a step function)
+until it succeeds, recovering before each attempt that needs it, or until the policy
+gives up.
 
 Invariants: a recovery that is interrupted (cancelled) leaves the lane marked for
 renewal, so the next call resumes it; a recoverable error the coordinator holds is
@@ -23,79 +32,129 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import SessionClosedError
-from ._state import ALLOWS, OPENED, SessionAttributes, State
+from .._log import log_warning
+from ._state import ALLOWS, OPENED, State
 
 if TYPE_CHECKING:
-    from ._retry import RetryBudget
+    from ._base import _MonitoredSessionBase
+    from ._lane_sessions import LaneSessions
+    from ._retry import RetryBudget, RetryPolicy
 
-__all__ = ["Recovering"]
+__all__ = ["Recovery"]
 
 
 T = TypeVar("T")
 
 
-class Recovering(SessionAttributes):
-    """Recovery of a monitored session's lane (a mixin of it)."""
+class Recovery:
+    """The recovery of a monitored session's lanes (see the module docstring)."""
 
-    def _fail_over(self) -> None:
-        """The lane's session failed with a recoverable error: replace it before the next step."""
-        if self._state in OPENED:  # open (a stop requested or not)
-            self._lane.renew = True
+    __slots__ = ("recovers", "retry", "s", "sessions", "types")
 
-    async def _recover(self, budget: RetryBudget, cause: BaseException | None) -> bool:
-        """Replace the lane's session: wait as ``budget`` says after ``cause`` (none: an
-        interrupted recovery resumed, at once), then close it and create a new one. False
-        when the policy gives up."""
-        if "recover" not in ALLOWS[self._state]:  # closed by another task while the step waited to retry
-            raise SessionClosedError(f"{type(self).__name__} was closed before it re-created its session")
-        held = self._held_recoverable()
-        if held is not None:  # recovered from now: the coordinator forgets it
-            self._coord.clear_stop()  # type: ignore[union-attr]  # it holds an error: it exists
-        return await self._setup.sessions.recover(self._lane, cause or held, budget, waited=cause is None)
+    def __init__(
+        self, session: _MonitoredSessionBase, sessions: LaneSessions, *, recovers: bool,
+        types: tuple[type[BaseException], ...], retry: RetryPolicy,
+    ) -> None:
+        self.s = session
+        #: The lanes, their raw sessions and the one coordinator.
+        self.sessions = sessions
+        #: Whether recoverable errors re-create the session (``MonitoredSession``) or propagate.
+        self.recovers = recovers
+        #: The errors of a lost session (``recoverable=`` and the built-in ones).
+        self.types = types
+        self.retry = retry
 
-    def _is_recoverable(self, exc: BaseException) -> bool:
-        return isinstance(exc, self._setup.recoverable)
+    # -- the rule, at every max_in_flight -----------------------------------------------------
 
-    def _held_recoverable(self) -> BaseException | None:
+    def is_recoverable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is of a recoverable type (a lost session)."""
+        return isinstance(exc, self.types)
+
+    def recovers_from(self, exc: BaseException) -> bool:
+        """Whether ``exc`` re-creates a session: a recoverable error, and a session that recovers."""
+        return self.recovers and isinstance(exc, self.types)
+
+    def held(self) -> BaseException | None:
         """A recoverable error a background task recorded in the coordinator, if any."""
-        coord = self._coord
+        coord = self.sessions.coord
         if coord is None or not coord.should_stop():
             return None
         held = coord.exception
-        return held if held is not None and self._is_recoverable(held) else None
+        return held if held is not None and isinstance(held, self.types) else None
 
-    def _recoverable_cause(self, exc: BaseException) -> BaseException | None:
+    def pending(self) -> bool:
+        """Whether the next step recovers first from an error the coordinator holds (its
+        stop is not the session's: a ``MonitoredSession``'s next step re-creates a lane)."""
+        return self.recovers and self.held() is not None
+
+    def take_held(self) -> BaseException | None:
+        """``held()``, taken by the recovery made for it: the coordinator forgets it (no other
+        step recovers for it)."""
+        held = self.held()
+        if held is not None:
+            self.sessions.coord.clear_stop()  # type: ignore[union-attr]  # it holds an error: it exists
+        return held
+
+    def left_held(self, exc: Exception) -> bool:
+        """A recoverable error a background task recorded is still held as the session
+        closes: a session that recovers would have re-created its session at the next
+        step, and none comes, so the work is done; it is logged, not raised."""
+        if not self.recovers_from(exc):
+            return False
+        log_warning(
+            "closing with a recoverable error a background task recorded (the next run() would "
+            "have recovered from it): %r", exc, exc_info=exc, step=self.s._step_now(),
+        )
+        return True
+
+    # -- the one lane's retry loop ----------------------------------------------------------
+
+    def cause_of(self, exc: BaseException) -> BaseException | None:
         """The error to recover from: the step's, or a recoverable one the coordinator holds."""
-        return exc if self._is_recoverable(exc) else self._held_recoverable()
+        return exc if isinstance(exc, self.types) else self.held()
 
-    def _needs_recovery(self) -> bool:
-        return self._lane.renew or self._held_recoverable() is not None
+    def fail_over(self) -> None:
+        """The lane's session failed with a recoverable error: replace it before the next step."""
+        s = self.s
+        if s._state in OPENED:  # open (a stop requested or not)
+            s._lane.renew = True
 
-    async def _with_recovery(
+    async def recover(self, budget: RetryBudget, cause: BaseException | None) -> bool:
+        """Replace the lane's session: wait as ``budget`` says after ``cause`` (none: an
+        interrupted recovery resumed, at once), then close it and create a new one. False
+        when the policy gives up."""
+        s = self.s
+        if "recover" not in ALLOWS[s._state]:  # closed by another task while the step waited to retry
+            raise SessionClosedError(f"{type(s).__name__} was closed before it re-created its session")
+        held = self.take_held()  # recovered from now
+        return await self.sessions.recover(s._lane, cause or held, budget, waited=cause is None)
+
+    async def with_recovery(
         self, attempt: Callable[..., Awaitable[T]], *args: Any, failed: BaseException | None = None
     ) -> T:
-        """Run ``attempt`` until it succeeds, recovering first whenever the session failed,
-        per the retry policy. ``failed`` is the error of an attempt already made."""
+        """Run ``attempt(*args)`` until it succeeds, recovering first whenever the session
+        failed, per the retry policy. ``failed`` is the error of an attempt already made."""
+        s = self.s
         budget: RetryBudget | None = None
         while True:
             if failed is not None:
-                cause = self._recoverable_cause(failed)
+                cause = self.cause_of(failed)
                 if cause is None:
                     raise failed
-                if self._state is State.CLOSED:  # closed by another task while the step ran
-                    raise self._setup.sessions.closed_when_failed(self._lane) from failed
-                self._fail_over()
-                budget = budget or self._setup.retry.budget()
-                if not await self._recover(budget, cause):
+                if s._state is State.CLOSED:  # closed by another task while the step ran
+                    raise self.sessions.closed_when_failed(s._lane) from failed
+                self.fail_over()
+                budget = budget or self.retry.budget()
+                if not await self.recover(budget, cause):
                     raise cause from (failed if cause is not failed else None)
                 failed = None
             try:
-                if self._needs_recovery():
-                    held = self._held_recoverable()
-                    if held is not None and not self._lane.renew:
+                if s._lane.renew or self.held() is not None:
+                    held = self.held()
+                    if held is not None and not s._lane.renew:
                         raise held  # recorded by a background task: recover from it, per the policy
-                    budget = budget or self._setup.retry.budget()
-                    await self._recover(budget, None)
+                    budget = budget or self.retry.budget()
+                    await self.recover(budget, None)
                 return await attempt(*args)
             except Exception as exc:
                 failed = exc

@@ -28,9 +28,9 @@ CLOSED         no      no         nothing  no
 Every change of state goes through :func:`move`, which refuses any change not in
 ``TRANSITIONS`` (a bug in the runtime, never a user error):
 
-* NEW → ENTERING → OPEN: ``__aenter__`` (``_lifecycle.py``) runs ``begin``, then
+* NEW → ENTERING → OPEN: ``__aenter__`` (``enter``, ``_lifecycle.py``) runs ``begin``, then
   creates every lane's session;
-* OPEN → STOPPED: a hook's ``request_stop`` (``_set_hook_stop``); sticky;
+* OPEN → STOPPED: a hook's ``request_stop`` (``_set_hook_stop``, ``_base.py``); sticky;
 * ENTERING, OPEN or STOPPED → CLOSED: closing (``_lifecycle.py``), also when entering fails.
 
 Orthogonal to the state: whether a step is running (the session's ``_busy``; a clean
@@ -40,8 +40,7 @@ as a hook may request stop, and a close may start, while one runs.
 Recovery is not a state of the session: a lane's session is replaced while the other
 lanes go on (``_recovering.py``, ``_lane_sessions.py``).
 
-What a session carries besides its state is declared here too, once, for the session
-and its mixins: ``SessionAttributes``.
+What a session carries besides its state is declared here too, once: ``SessionAttributes``.
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ if TYPE_CHECKING:
     from ._in_flight import InFlight
     from ._lanes import Lane
     from ._lifecycle import Lifetime, Setup
+    from ._turns import Turns
 
 __all__ = [
     "ALLOWS", "CLOSABLE", "OPENED", "STEPPABLE", "TRANSITIONS", "SessionAttributes", "State", "move", "refuse_step",
@@ -132,9 +132,10 @@ def refuse_step(session: object, state: State, what: str) -> None:
 
 
 class SessionAttributes:
-    """What a monitored session carries, declared once for the session (``_monitored.py``)
-    and its mixins (``_lifecycle.py``, ``_recovering.py``, ``_stepping.py``, ``_run.py``),
-    which inherit it; the public ``hooks`` and ``max_in_flight`` are plain attributes.
+    """What a monitored session carries, declared once: the session (``_base.py``) has it as
+    its one base, and the parts it composes (``_lifecycle.py``, ``_recovering.py``,
+    ``_stepping.py``, ``_turns.py``, the steps in flight) read it through the session they
+    are given; the public ``hooks`` and ``max_in_flight`` are plain attributes.
 
     The attributes live in slots, the ones a step reads first side by side, so that they
     share a few cache lines. Past about 30 attributes CPython keeps an instance's
@@ -142,22 +143,23 @@ class SessionAttributes:
     a kilobyte: on a step that waits (its caches cold), slots take a fifth off one plain
     hook's step. Anything else set on a session (a subclass's own attributes) goes to its
     ``__dict__``. What is read only at entry, on a retry or a recovery and at close is
-    grouped: ``_setup`` (fixed by the constructor) and ``_lifetime`` (entering and
-    closing's bookkeeping; a step reads from it only whether a close waits for it).
+    grouped: ``_setup`` (fixed by the constructor: the lanes' sessions, the recovery) and
+    ``_lifetime`` (entering and closing's bookkeeping). A step reads ``_turns`` only to see
+    whether a caller (or a close) waits for it.
     """
 
     __slots__ = (  # noqa: RUF023  # the ones a step reads first, not sorted
         # read by every step, in about this order
         "_state", "_busy", "_plain", "_stats", "_step", "_coord", "_lane", "_local", "_on_stop",
-        "_before", "_after", "_dispatcher",
+        "_before", "_after", "_dispatcher", "_turns",
         # the steps-in-flight engine, and the cold groups
         "_in_flight", "_setup", "_lifetime",
     )
 
-    #: Whether recoverable errors re-create the session (MonitoredSession) or propagate.
-    #: Never read by a step that goes well: an instance's read of a class attribute is not
-    #: specialized on CPython 3.11 and cost a plain hook's step about 5 % (measured side by
-    #: side in one process), so a step reads it only once its lane needs a recovery.
+    #: Whether recoverable errors re-create the session (MonitoredSession) or propagate:
+    #: read once, by the constructor, into ``_setup.recovery.recovers``. (An instance's read
+    #: of a class attribute is not specialized on CPython 3.11 and cost a plain hook's step
+    #: about 5 %: no step reads it.)
     _RECOVERS: ClassVar[bool] = False
 
     #: NEW, ENTERING, OPEN, STOPPED or CLOSED (the table above); changed by ``move`` only.
@@ -167,7 +169,7 @@ class SessionAttributes:
     #: Whether ``run`` steps itself: every hook call a plain function (``_run.py``).
     _plain: bool
     _stats: Collector
-    #: The step body the constructor chose (``_stepping.py``).
+    #: The step body the constructor chose: a function of ``_stepping.py``, called with the session.
     _step: Callable[..., Awaitable[Any]]
     #: The one coordinator, once it exists (``LaneSessions`` sets it).
     _coord: Coordinator | None
@@ -180,26 +182,13 @@ class SessionAttributes:
     _before: PhasePlan
     _after: PhasePlan
     _dispatcher: Dispatcher
+    #: With one lane, the callers from other tasks waiting for the step in progress (``_turns.py``).
+    _turns: Turns
     #: With steps in flight, the engine the entry points go to (``_in_flight.py``).
     _in_flight: InFlight | None
     #: What the constructor fixed for entering, recovering and closing (``_lifecycle.py``):
     #: the lanes and their raw sessions (``sessions``), the step counter when it is not
-    #: read as ``_local``, the hooks' ``step_context``s...
+    #: read as ``_local``, the recovery (``_recovering.py``), the hooks' ``step_context``s...
     _setup: Setup
     #: The task group, the close under way, and what it waits on (``_lifecycle.py``).
     _lifetime: Lifetime
-
-    # The methods one mixin calls on another.
-    should_stop: Callable[[], bool]
-    raw_session: Callable[[], Any]
-    _step_now: Callable[[], int | None]
-    _admit: Callable[[str], bool]
-    _wait_turn: Callable[[str], Awaitable[None]]
-    _pass_turn: Callable[[], None]
-    _steps_ended: Callable[[], Awaitable[None]]
-    _refuse_broken: Callable[[], None]
-    _general_step: Callable[..., Awaitable[Any]]
-    _is_recoverable: Callable[[BaseException], bool]
-    _recoverable_cause: Callable[[BaseException], BaseException | None]
-    _fail_over: Callable[[], None]
-    _with_recovery: Callable[..., Awaitable[Any]]

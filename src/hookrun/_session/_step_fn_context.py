@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .._hook_protocol import RunMetadata, RunOptions, check_feed_dict
 
 if TYPE_CHECKING:
-    from ._monitored import _MonitoredSessionBase
+    from ._base import _MonitoredSessionBase
 
 __all__ = ["StepContext"]
 

@@ -1,16 +1,16 @@
-"""One step at a time, in arrival order: ``Turns``, a mixin of a monitored session with one
-lane (``_monitored.py``; the attributes it reads are declared in ``_state.py``).
+"""One step at a time, in arrival order: ``Turns``, which a monitored session with one lane
+holds (``_turns``).
 
 With ``max_in_flight=1`` a ``run()`` or ``run_step_fn()`` from another task while a step is
 in progress waits for that step, as a caller waits for a free lane with lanes: the
-callers waiting queue in the session's ``_lifetime.waiting``, and the step's end hands the
+callers waiting queue in its ``waiting``, and the step's end hands the
 lane (``_busy`` stays true) to the first of them, so that a task looping on ``run()`` never
 overtakes a caller waiting. A caller woken once the session stopped holds the lane only
 to pass it on, and is refused as it would be if it called then. A close refuses every
 caller waiting at once (``refuse_all``: they are woken without the lane), and a clean
 close from another task then waits for the step in progress like a caller
-(``_steps_ended``). Two ``run_with_hooks`` of one step function from two tasks queue the
-same way, in ``_lifetime.hooked``: the second runs once the first ended.
+(``step_ended``). Two ``run_with_hooks`` of one step function from two tasks queue the
+same way, in ``hooked``: the second runs once the first ended.
 
 A call from inside one of the session's own steps is refused at once (it would wait for
 itself): ``_admit``.
@@ -25,10 +25,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 
-from ._state import SessionAttributes, State, refuse_step
+from ._state import State, refuse_step
+
+if TYPE_CHECKING:
+    from ._base import _MonitoredSessionBase
 
 __all__ = ["Turn", "Turns", "hand_on", "refuse_all", "wait_turn"]
 
@@ -80,51 +84,59 @@ def refuse_all(waiting: deque[Turn]) -> None:
         turn.event.set()
 
 
-class Turns(SessionAttributes):
-    """The callers waiting for the step in progress of a session with one lane (a mixin)."""
+class Turns:
+    """The callers waiting for the step in progress of a session with one lane, and a step
+    function's hooked runs waiting for the one in progress (see the module docstring)."""
 
-    async def _wait_turn(self, what: str) -> None:
+    __slots__ = ("hooked", "s", "waiting")
+
+    def __init__(self, session: _MonitoredSessionBase) -> None:
+        self.s = session
+        #: In arrival order, the callers from other tasks waiting for the step in progress
+        #: (or a clean close, once it refused them); the step's end hands the lane to the
+        #: first (``pass_on``).
+        self.waiting: deque[Turn] = deque()
+        #: A step function's ``run_with_hooks`` calls waiting for the one in progress.
+        self.hooked: deque[Turn] = deque()
+
+    async def wait(self, what: str) -> None:
         """Wait for the step in progress (another task's: ``_admit`` said so), in arrival
         order; then hold the lane, or refuse ``what`` as a call now would be."""
-        await self._take_turn(self._lifetime.waiting, self._pass_turn, what)
+        await self._take(self.waiting, self.pass_on, what)
 
-    async def _take_turn(self, waiting: deque[Turn], pass_on: Callable[[], None], what: str) -> None:
+    async def _take(self, waiting: deque[Turn], pass_on: Callable[[], None], what: str) -> None:
         """Wait in ``waiting``; then hold the turn, or (the session stopped or closed
         meanwhile) pass it on with ``pass_on`` and refuse ``what`` as a call now would be."""
         handed = await wait_turn(waiting, pass_on)
-        if self._state is not _OPEN:
+        s = self.s
+        if s._state is not _OPEN:
             if handed:
                 pass_on()
-            refuse_step(self, self._state, what)
+            refuse_step(s, s._state, what)
 
-    def _pass_turn(self) -> None:
+    def pass_on(self) -> None:
         """The step in progress ended: the lane passes to the first caller waiting (``_busy``
         stays true), else it is free."""
-        if not hand_on(self._lifetime.waiting):
-            self._busy = False
+        if not hand_on(self.waiting):
+            self.s._busy = False
 
-    async def _steps_ended(self) -> None:
+    async def step_ended(self) -> None:
         """A clean close from another task waits for the step in progress (the close refused
-        the callers waiting already: nobody is queued before it, and nobody after). With
-        steps in flight: for them all to end (``InFlight.end`` sets ``step_done``)."""
-        lifetime = self._lifetime
-        if self._in_flight is None:
-            if await wait_turn(lifetime.waiting, self._pass_turn):
-                self._pass_turn()
-            return
-        lifetime.step_done = done = anyio.Event()
-        try:
-            await done.wait()
-        finally:
-            lifetime.step_done = None
+        the callers waiting already: nobody is queued before it, and nobody after)."""
+        if await wait_turn(self.waiting, self.pass_on):
+            self.pass_on()
 
-    async def _hooked_turn(self) -> None:
+    def refuse_all(self) -> None:
+        """The session closed: every caller waiting for the step in progress is refused now."""
+        refuse_all(self.waiting)
+
+    async def wait_hooked(self) -> None:
         """A step function's ``run_with_hooks`` while another of its hooked runs is in
         progress (from another task): wait for it, in arrival order; then run, or refuse
         as a call now would be."""
-        await self._take_turn(self._lifetime.hooked, self._pass_hooked, "run_with_hooks()")
+        await self._take(self.hooked, self.pass_hooked, "run_with_hooks()")
 
-    def _pass_hooked(self) -> None:
+    def pass_hooked(self) -> None:
         """A hooked run of the step function ended: the next one waiting goes, else none runs."""
-        if not hand_on(self._lifetime.hooked):
-            self._lane.hooked_run = False
+        if not hand_on(self.hooked):
+            self.s._lane.hooked_run = False
