@@ -7,6 +7,7 @@ released what is found released."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -49,6 +50,15 @@ def _kept_key(session: DaskStepSession) -> Any:
     future = session._kept._future
     assert future is not None
     return future.key
+
+
+def _io_loop_caught_up(client: distributed.Client) -> None:
+    """Return once the client's IO loop has run the callbacks queued on it so far, and
+    those they queued in turn."""
+    done = threading.Event()
+    loop: Any = client.loop
+    loop.add_callback(lambda: loop.add_callback(done.set))
+    assert done.wait(60)
 
 
 def _wanted(client: distributed.Client, key: Any) -> bool:
@@ -109,7 +119,7 @@ async def test_closing_a_monitored_session_releases_every_lanes_kept_future(clie
 
 async def test_a_cancelled_close_still_releases_the_kept_future(client: distributed.Client) -> None:
     """The close is cancelled as it starts: the release is handed to the client's IO loop
-    all the same, and the session is closed."""
+    all the same (it runs there next), and the session is closed."""
     session = DaskStepSession(_remote.square, client=client)
     with anyio.fail_after(60):
         assert await session.run(["y"], {"x": 2}) == [4]
@@ -117,9 +127,10 @@ async def test_a_cancelled_close_still_releases_the_kept_future(client: distribu
         with anyio.CancelScope() as scope:
             scope.cancel()
             await session.aclose()
-        assert not await anyio.to_thread.run_sync(_wanted, client, key)
-        assert key not in client.refcount
         assert session.closed
+        await anyio.to_thread.run_sync(_io_loop_caught_up, client)  # the release handed over has run
+        assert key not in client.refcount and key not in client.futures
+        assert not await anyio.to_thread.run_sync(_wanted, client, key)
 
 
 async def test_a_cancelled_close_still_closes_the_sessions_own_client(dask_cluster: distributed.LocalCluster) -> None:
@@ -153,5 +164,5 @@ async def test_a_step_running_when_the_session_closes_is_not_kept(client: distri
             set_event(client, f"{name}-go")
         assert results == [[]]
         assert session._kept._future is None
-        await anyio.to_thread.run_sync(_wanted, client, None)  # the step's release has landed
+        await anyio.to_thread.run_sync(_io_loop_caught_up, client)  # the step's end let go of it
         assert not [key for key in client.refcount if str(key).startswith("blocking")]
