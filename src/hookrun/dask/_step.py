@@ -16,7 +16,7 @@ from distributed import Client
 
 from .._session._raw import StepSession
 from ._client import ClientSource
-from ._step_task import Kept, run_task
+from ._step_task import Kept, close_kept, run_task
 
 __all__ = ["DaskStepSession"]
 
@@ -60,5 +60,12 @@ class DaskStepSession(StepSession):
         )
 
     async def aclose(self) -> None:
-        """Close the client this session connected (never one that was passed in)."""
-        await self._source.aclose()
+        """Close the session: every later ``run`` raises ``SessionClosedError``, the
+        latest step's future is released before this returns (a step still running is
+        released when it ends), and the client this session connected is closed (never
+        one that was passed in)."""
+        await super().aclose()
+        try:
+            await close_kept(self._source.current, self._kept)
+        finally:  # cancelled meanwhile: the client is closed all the same
+            await self._source.aclose()

@@ -18,31 +18,39 @@ messages in batches, at most one batch per interval (10 ms): a release sent as s
 a result is fetched goes out alone at once, and the next step's task, submitted a
 moment later, then waits out the interval. Released after that submission, it goes in
 the same batch, as it does under ``distributed.as_completed``, whose loop drops a
-future once it has submitted the next task.
+future once it has submitted the next task. The session's close releases it at once
+(``close_kept``: on the IO loop, awaited until the client has let go of its key) and
+closes the ``Kept``, which keeps nothing after that: a step still in flight is
+released when it ends, as a step without a ``Kept`` is.
 
 Invariants: the feed is the caller's copy, taken before the hand-over; once the caller
 is cancelled, a task not yet submitted never is, and one submitted is cancelled on the
 scheduler (``Future.cancel``) before the cancellation propagates, as before; a kept
-future is one whose result was fetched, touched on the IO loop only, and released by
-the session's next submission or its timer, whichever comes first; a client that is
-closing or closed is called from the caller's thread (its IO loop may be gone:
-``Client.submit`` raises ``ClosedClientError`` there, or the task is awaited through
-``await_dask``); errors are classified by ``await_dask``'s rules.
+future is one whose result was fetched, touched on the IO loop only (while the
+client runs), and released by the session's next submission, its timer or its close,
+whichever comes first; a close cancelled while it waits still hands the release to
+the IO loop, and one whose client is closing or closed (its IO loop may be gone)
+drops the future on the caller's thread, where the client's close releases its keys;
+a client that is closing or closed is called from the caller's thread (its IO loop
+may be gone: ``Client.submit`` raises ``ClosedClientError`` there, or the task is
+awaited through ``await_dask``); errors are classified by ``await_dask``'s rules.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from distributed import Client, Future
+from distributed.client import ClosedClientError
 
 from ._errors import await_dask, is_recoverable, unavailable
 from ._io_loop import on_io_loop
 
-__all__ = ["RELEASE_AFTER", "Kept", "run_task"]
+__all__ = ["RELEASE_AFTER", "Kept", "close_kept", "run_task"]
 
 #: Seconds a step's future is kept at most after its result was fetched (see the module docstring).
 RELEASE_AFTER = 0.05
@@ -50,16 +58,21 @@ RELEASE_AFTER = 0.05
 
 class Kept:
     """The future of a session's latest step whose result was fetched, kept until its
-    next task is submitted (see the module docstring). Used on the IO loop only."""
+    next task is submitted (see the module docstring). Used on the IO loop only, but
+    for ``abandon``."""
 
-    __slots__ = ("_future", "_timer")
+    __slots__ = ("_closed", "_future", "_timer")
 
     def __init__(self) -> None:
         self._future: Future[Any] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
 
     def keep(self, future: Future[Any]) -> None:
-        """Keep ``future`` (releasing the one kept before) until ``release``, or the timer."""
+        """Keep ``future`` (releasing the one kept before) until ``release``, or the timer;
+        once closed, keep nothing (the caller's reference is the last one)."""
+        if self._closed:
+            return
         self.release()
         self._future = future
         self._timer = asyncio.get_running_loop().call_later(RELEASE_AFTER, self.release)
@@ -69,6 +82,21 @@ class Kept:
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
+        self._future = None
+
+    def close(self) -> None:
+        """Release the kept future now (its key release is queued on this IO loop) and
+        keep nothing from now on."""
+        self._closed = True
+        future = self._future
+        self.release()
+        if future is not None:
+            future.release()  # at once, whatever else may still refer to it
+
+    def abandon(self) -> None:
+        """On the caller's thread, once the client is closing or closed: keep nothing
+        from now on, and drop the kept future (the client's close releases its key)."""
+        self._closed = True
         self._future = None
 
 
@@ -127,3 +155,31 @@ async def run_task(
         if is_recoverable(exc, own_client=own_client):
             raise unavailable(what, exc) from exc
         raise
+
+
+async def close_kept(client: Client | None, kept: Kept) -> None:
+    """Close ``kept`` (the session's, whose client is ``client``): on the IO loop, and
+    return once the client has let go of the key it kept. Cancelled meanwhile, the
+    close is still handed to the IO loop (see the module docstring)."""
+    if client is None or client.status in ("closing", "closed"):
+        kept.abandon()
+        return
+    loop: Any = client.loop  # a tornado IOLoop over an asyncio loop
+    io_loop: asyncio.AbstractEventLoop = loop.asyncio_loop
+
+    def close_soon() -> None:  # the caller is cancelled: close it there all the same
+        try:
+            io_loop.call_soon_threadsafe(kept.close)
+        except RuntimeError:  # the IO loop is closed: nothing runs there any more
+            kept.abandon()
+
+    try:
+        await on_io_loop(loop, _close_on_io_loop(kept), cancel=close_soon)
+    except (ClosedClientError, concurrent.futures.CancelledError):  # the IO loop closed or ended meanwhile
+        kept.abandon()
+
+
+async def _close_on_io_loop(kept: Kept) -> None:
+    kept.close()
+    # The client's key release, queued on this loop by the close, runs before this resumes.
+    await asyncio.sleep(0)
