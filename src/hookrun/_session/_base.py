@@ -343,7 +343,7 @@ class _MonitoredSessionBase(SessionAttributes):
                 recovery = self._setup.recovery
                 if not recovery.recovers or recovery.cause_of(exc) is None:
                     raise
-                recovery.fail_over()
+                recovery.fail_over(self._lane)
                 return await recovery.with_recovery(
                     self._step, self, fetches, feed_dict, options, run_metadata, failed=exc
                 )

@@ -255,8 +255,8 @@ class InFlight:
         if not lane.renew and held is None:
             return budget
         budget = budget or recovery.retry.budget()
-        if lane.renew:
-            await self.sessions.create(lane, budget)
+        if lane.renew:  # no session, or one a step lost: replaced (closed, then created)
+            await self.sessions.recover(lane, None, budget, waited=True)  # (no wait: never given up)
         else:
             assert held is not None
             if not recovery.recovers:
@@ -340,6 +340,9 @@ class InFlight:
             raise failed
         if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
             return Rescope(failed, budget)  # nothing more can wait under that scope
+        # Whoever takes the lane next replaces its session first, however this step's
+        # recovery ends (given up, cancelled): no step runs on a session known lost.
+        self.recovery.fail_over(step.lane, None if step.ctx is None else step.ctx.session)
         step.leave_contexts(failed)  # the attempt is over; the re-run enters them anew
         budget = budget or self.recovery.retry.budget()
         if not await self._recover(step, failed, budget):

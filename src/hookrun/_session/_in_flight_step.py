@@ -194,7 +194,7 @@ async def step_body(self: InFlight, step: Step, again: Rescope | None = None) ->
             whole = False
             try:
                 coord = self.sessions.coord
-                if step.lane.raw is None or (coord is not None and coord.should_stop()):
+                if step.lane.renew or (coord is not None and coord.should_stop()):
                     budget = await self.ready(step, None)
                 try:
                     whole = await self.admit(step)

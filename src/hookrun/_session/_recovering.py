@@ -38,6 +38,7 @@ from ._state import ALLOWS, OPENED, State
 if TYPE_CHECKING:
     from ._base import _MonitoredSessionBase
     from ._lane_sessions import LaneSessions
+    from ._lanes import Lane
     from ._retry import RetryBudget, RetryPolicy
 
 __all__ = ["Recovery"]
@@ -113,11 +114,13 @@ class Recovery:
         """The error to recover from: the step's, or a recoverable one the coordinator holds."""
         return exc if isinstance(exc, self.types) else self.held()
 
-    def fail_over(self) -> None:
-        """The lane's session failed with a recoverable error: replace it before the next step."""
-        s = self.s
-        if s._state in OPENED:  # open (a stop requested or not)
-            s._lane.renew = True
+    def fail_over(self, lane: Lane, failed_on: object = None) -> None:
+        """``lane``'s session (``failed_on``, when the step knows which) failed with a
+        recoverable error: whichever step takes the lane next replaces it first, also when
+        this step's own recovery is given up or cancelled. A lane whose session another
+        step replaced meanwhile is left alone."""
+        if self.s._state in OPENED and (failed_on is None or lane.raw is failed_on):
+            lane.renew = True
 
     async def recover(self, budget: RetryBudget, cause: BaseException | None) -> bool:
         """Replace the lane's session: wait as ``budget`` says after ``cause`` (none: an
@@ -143,7 +146,7 @@ class Recovery:
                     raise failed
                 if s._state is State.CLOSED:  # closed by another task while the step ran
                     raise self.sessions.closed_when_failed(s._lane) from failed
-                self.fail_over()
+                self.fail_over(s._lane)
                 budget = budget or self.retry.budget()
                 if not await self.recover(budget, cause):
                     raise cause from (failed if cause is not failed else None)
