@@ -1,15 +1,13 @@
-"""With one lane, ``iterate()`` starts each ``__anext__`` of an async feed in place: an item
-that comes without a wait costs no cancel scope, and a feed that waits does so under a
-cancel scope of the iterator's, entered for that wait alone, which a stop or a close from
-another task cancels. Fast feeds, waiting ones, feeds that alternate, feeds that open
-scopes of their own around their waits, errors, base exceptions, context variables and
-a half-run ``__anext__`` that is closed."""
+"""With one lane, ``iterate()`` waits for each item of an async feed under a cancel scope
+around the feed's whole ``__anext__``, which a stop or a close from another task cancels:
+fast feeds, waiting ones, feeds that alternate, feeds that open scopes of their own
+around their waits (a shield, a task group: the stop reaches the feed from outside them,
+as a cancellation of the loop would), errors, base exceptions and context variables."""
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-import gc
-import warnings
 from collections.abc import AsyncGenerator, Generator, Mapping
 from typing import Any
 
@@ -52,20 +50,6 @@ def _counting_scopes(sess: MonitoredSession) -> list[int]:
 
     dispatcher.new_scope = counted  # type: ignore[method-assign]
     return count
-
-
-async def test_items_that_come_at_once_cost_no_scope() -> None:
-    """An async generator that never waits: every item is run, in order, and no cancel
-    scope is entered for the feed."""
-
-    async def feeds() -> AsyncGenerator[dict[str, int], None]:
-        for x in range(5):
-            yield {"x": x}
-
-    async with MonitoredSession(lambda: StepSession(_echo)) as sess:
-        scopes = _counting_scopes(sess)
-        assert [y async for y in sess.iterate("y", feeds())] == [0, 1, 2, 3, 4]
-        assert scopes[0] == 0
 
 
 async def test_a_feed_that_alternates_runs_every_item_in_order() -> None:
@@ -320,24 +304,92 @@ async def test_an_anext_that_returns_any_awaitable_is_awaited(wait: bool) -> Non
             assert [y async for y in sess.iterate("y", Awaitables(wait))] == [1, 2, 3]
 
 
-async def test_a_half_run_anext_that_is_closed_closes_the_feeds_wait() -> None:
-    """The iterator's ``__anext__`` is closed while the feed waits (as when the coroutine
-    awaiting it is dropped): the feed's own ``__anext__`` is closed with it, its ``finally``
-    runs, no wait is left registered, no coroutine is left unawaited, and the session goes on."""
-    source = Waiting("sleep")
-    async with MonitoredSession(lambda: StepSession(_echo)) as sess:
-        iterator = sess.iterate("y", source.feeds())
-        assert await iterator.__anext__() == 1
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            coro = iterator.__anext__()
-            coro.send(None)  # the feed waits; its wait is not handed to the event loop
-            assert iterator._waiting is not None
-            coro.close()
-            gc.collect()
-        assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
-        assert source.finished
-        assert iterator._waiting is None and not iterator._busy
-        assert sess._lifetime.stop_waits == []
-        assert await sess.run("y", {"x": 5}) == 5
+class Holder:
+    """Keeps the coordinator a session's hooks receive."""
 
+    def __init__(self) -> None:
+        self.coord: Coordinator | None = None
+
+    def after_create_session(self, session: object, coord: Coordinator) -> None:
+        self.coord = coord
+
+
+async def _stop_later(holder: Holder, started: anyio.Event) -> None:
+    await started.wait()
+    await anyio.wait_all_tasks_blocked()
+    assert holder.coord is not None
+    holder.coord.request_stop()
+
+
+async def test_a_stop_does_not_reach_into_a_feeds_shielded_wait() -> None:
+    """A feed waiting in a shielded scope of its own when a stop comes: its wait finishes,
+    its item is run, then the loop ends (the stop reaches the feed from outside its shield)."""
+    holder, started, log = Holder(), anyio.Event(), []
+    gate = anyio.Event()
+
+    async def feed() -> AsyncGenerator[dict[str, int], None]:
+        yield {"x": 0}
+        with anyio.CancelScope(shield=True):
+            started.set()
+            await gate.wait()
+            log.append("shielded wait over")
+        yield {"x": 1}
+        await anyio.sleep_forever()
+
+    async def release() -> None:
+        await _stop_later(holder, started)
+        gate.set()
+
+    with anyio.fail_after(LIMIT):
+        async with (
+            MonitoredSession(lambda: StepSession(_echo), [holder]) as sess,
+            contextlib.aclosing(feed()) as items,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(release)
+            ys = [y async for y in sess.iterate("y", items)]
+    assert log == ["shielded wait over"]
+    assert ys[0] == 0 and ys[1:] in ([], [1])
+
+
+@pytest.mark.parametrize("how", ["stop", "iterator aclose", "session aclose"])
+async def test_a_stop_ends_a_feed_waiting_in_its_own_task_group(how: str) -> None:
+    """A feed whose item is received by a child task of its own task group (a quiet source):
+    a stop, the iterator's aclose() or the session's close from another task ends the loop,
+    and no half-built item is run."""
+    holder, started = Holder(), anyio.Event()
+    seen: list[Any] = []
+
+    async def feed() -> AsyncGenerator[dict[str, int], None]:
+        yield {"x": 0}
+        item: dict[str, int] = {}
+        async with anyio.create_task_group() as tg:
+
+            async def receive() -> None:
+                started.set()
+                await anyio.sleep_forever()
+                item["x"] = 1  # pragma: no cover  # the source stays quiet
+
+            tg.start_soon(receive)
+        yield item
+
+    with anyio.fail_after(LIMIT):
+        async with MonitoredSession(lambda: StepSession(_echo), [holder]) as sess:
+            steps = sess.iterate("y", feed())
+
+            async def end() -> None:
+                if how == "stop":
+                    await _stop_later(holder, started)
+                    return
+                await started.wait()
+                await anyio.wait_all_tasks_blocked()
+                await (steps.aclose() if how == "iterator aclose" else sess.aclose())
+
+            ended = False
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(end)
+                async for y in steps:
+                    seen.append(y)
+                ended = True
+            assert ended
+    assert seen == [0]
