@@ -13,7 +13,13 @@ from collections.abc import AsyncIterator, Mapping
 import anyio
 import pytest
 
-from hookrun import MonitoredSession, SessionRunContext, SessionRunValues, StepSession
+from hookrun import (
+    MonitoredSession,
+    RunAfterStopError,
+    SessionRunContext,
+    SessionRunValues,
+    StepSession,
+)
 
 from ._in_flight_support import Recorder
 
@@ -59,10 +65,14 @@ class Pipeline:
 
         self.session = MonitoredSession(lambda: StepSession(step), [self.hook], max_in_flight=4)
 
-    async def break_out(self, *, go_first: bool = False) -> None:
+    async def break_out(self, *, go_first: bool = False, keep: list[object] | None = None) -> None:
         """Take the first result and break once the step fed 2 runs (``go_first``: once it
-        ended); the loop lets go of the iterator without closing it."""
-        async for _ in self.session.iterate("y", ({"k": k} for k in range(6))):
+        ended); the loop lets go of the iterator without closing it (``keep``: the caller
+        keeps it, unclosed, in this list)."""
+        steps = self.session.iterate("y", ({"k": k} for k in range(6)))
+        if keep is not None:
+            keep.append(steps)
+        async for _ in steps:
             await self.started.wait()
             if go_first:
                 self.go.set()
@@ -229,3 +239,47 @@ async def test_a_keyboard_interrupt_of_the_block_itself_comes_out_with_a_note() 
     assert str(raised.value) == "the block's own"
     assert any("also raised SystemExit" in note for note in raised.value.__notes__)
     assert pipeline.hook.exceptions == [raised.value]
+
+
+@pytest.mark.parametrize("error", FATAL, ids=lambda e: e.__name__)
+async def test_an_iterator_kept_unclosed_in_a_variable_does_not_lose_it(error: type[BaseException]) -> None:
+    """The caller breaks out of the loop and keeps the iterator in a variable, never closing
+    it: the step's error still comes out of the block."""
+    pipeline = Pipeline(error)
+    kept: list[object] = []
+    with anyio.fail_after(LIMIT):
+        with pytest.raises(error) as raised:
+            async with pipeline.session:
+                await pipeline.break_out(go_first=True, keep=kept)
+    assert kept and raised.value is pipeline.raised[0]
+    assert pipeline.hook.exceptions == [raised.value] and pipeline.hook.ends == 0
+
+
+@pytest.mark.parametrize("error", FATAL, ids=lambda e: e.__name__)
+async def test_it_stops_the_session_at_once(error: type[BaseException]) -> None:
+    """Once a step of an iterator let go of raised it, no new step starts (the process is
+    being stopped): ``run()`` is refused as after a stop, the block then raises it."""
+    pipeline = Pipeline(error)
+    with anyio.fail_after(LIMIT):
+        with pytest.raises(error) as raised:
+            async with pipeline.session as sess:
+                await pipeline.break_out(go_first=True)
+                assert sess.should_stop()
+                with pytest.raises(RunAfterStopError):
+                    await sess.run("y", {"k": 0})
+    assert raised.value is pipeline.raised[0]
+
+
+@pytest.mark.parametrize("error", FATAL, ids=lambda e: e.__name__)
+async def test_an_iterator_that_raises_it_to_its_caller_leaves_nothing_for_the_close(error: type[BaseException]) -> None:
+    """The iterating task gets the step's error from the loop itself: the close raises
+    nothing more (no note of it on itself)."""
+    pipeline = Pipeline(error)
+    with anyio.fail_after(LIMIT):
+        with pytest.raises(error) as raised:
+            async with pipeline.session:
+                pipeline.go.set()
+                async for _ in pipeline.session.iterate("y", ({"k": k} for k in range(6))):
+                    pass
+    assert raised.value is pipeline.raised[0]
+    assert not getattr(raised.value, "__notes__", None)

@@ -230,7 +230,7 @@ class InFlight:
         cleanly): raise ``left``, unless ``error`` is a ``KeyboardInterrupt`` or
         ``SystemExit`` itself (``left`` is then a note on it)."""
         left, self.left = self.left, None
-        if left is None:
+        if left is None or left is error:
             return
         if error is None or isinstance(error, (Exception, anyio.get_cancelled_exc_class())):
             raise left

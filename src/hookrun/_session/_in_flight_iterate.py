@@ -216,8 +216,7 @@ class _Pipeline(StepIterator):
                     except BaseException as exc:  # a clean stop or an error: either way no step follows it
                         slot.error = exc
                         self._exhausted = True
-                        if self._dropped:
-                            left(self, slot)
+                        left(self, slot)  # (a KeyboardInterrupt is the close's too; a dropped iterator's error is logged)
                         if isinstance(exc, CLEAN_STOP_TYPES):  # the end of the input: the session stops
                             self._stop()  # (as with one lane), before any other step is admitted
                         if isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -285,8 +284,7 @@ class _Pipeline(StepIterator):
             slot = Slot(None, self._wake)
             slot.error, slot.done = exc, True
             self._pending.append(slot)
-            if self._dropped:
-                left(self, slot)
+            left(self, slot)
         if step is not None and self._exhausted:  # the iterator ended while it waited
             engine.end(step)
             step = None

@@ -36,6 +36,7 @@ not ``end``); a step's own error is logged, and the session goes on.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import anyio
@@ -63,6 +64,7 @@ async def failed(p: _Pipeline, exc: BaseException) -> BaseException:
     if not _fatal(origin):  # a step's KeyboardInterrupt or SystemExit wins over an error
         origin = _fatal_error(p) or origin  # or the task's cancellation: never lost
     p._pending.clear()
+    _taken(p, origin)
     return origin
 
 
@@ -78,6 +80,7 @@ async def close(p: _Pipeline) -> None:
     p._pending.clear()
     p._wakeup()  # a task still in __anext__ (closed from another task) ends now
     if fatal is not None:  # a step's KeyboardInterrupt or SystemExit not raised yet: never lost
+        _taken(p, fatal)
         raise fatal
 
 
@@ -101,10 +104,13 @@ def dropped(p: _Pipeline) -> None:
 
 
 def left(p: _Pipeline, slot: Slot) -> None:
-    """A step of a dropped iterator (or the feed it took) ended with ``slot.error``, which no
-    ``__anext__`` will raise: a ``KeyboardInterrupt`` or ``SystemExit`` is the session's
-    close's to raise (the first one); the step's own error (not a clean stop, nor what
-    another step's failure or a cancellation caused) is logged."""
+    """A step of the pipeline (or the feed it took) ended with ``slot.error``. A
+    ``KeyboardInterrupt`` or ``SystemExit`` stops the session and is kept for its close to
+    raise (the first one), unless a caller of the iterator raises it first (``_taken``): so
+    it is never lost, whether the iterator is iterated, kept in a variable or let go of.
+    When the iterator was let go of (no ``__anext__`` will raise anything), the step's own
+    error (not a clean stop, nor what another step's failure or a cancellation caused) is
+    logged."""
     error = slot.error
     assert error is not None
     step = slot.step
@@ -112,6 +118,9 @@ def left(p: _Pipeline, slot: Slot) -> None:
         engine = p._engine
         if engine.left is None:
             engine.left = error
+        engine.s._set_hook_stop()  # the process is being stopped: no new step starts
+    elif not p._dropped:
+        return
     elif isinstance(error, Exception) and not isinstance(error, CLEAN_STOP_TYPES) and (step is None or step.cause is None):
         log_warning(
             "iterate(): %s of an iterator let go of before it ended (a break without aclose()) "
@@ -146,6 +155,12 @@ def _fatal_error(p: _Pipeline) -> BaseException | None:
     return next((slot.error for slot in p._pending if slot.error is not None and _fatal(slot.error)), None)
 
 
+def _taken(p: _Pipeline, error: BaseException) -> None:
+    """``error`` is raised to a caller of the iterator: the session's close no longer has to."""
+    if p._engine.left is error:
+        p._engine.left = None
+
+
 def _origin(p: _Pipeline, exc: BaseException) -> BaseException:
     """The error of the step that failed first, when ``exc`` is a cancellation it caused."""
     cause = exc.__cause__
@@ -159,5 +174,12 @@ def _origin(p: _Pipeline, exc: BaseException) -> BaseException:
 
 def _fatal(error: BaseException) -> bool:
     """Whether a step's ``error`` must reach the caller whatever else happens: neither an
-    ``Exception`` nor a cancellation (``KeyboardInterrupt``, ``SystemExit``...)."""
-    return not isinstance(error, (Exception, anyio.get_cancelled_exc_class()))
+    ``Exception`` nor a cancellation (``KeyboardInterrupt``, ``SystemExit``...). Told without
+    asking anyio, as an iterator collected after its event loop ended asks it too."""
+    if isinstance(error, Exception):
+        return False
+    asyncio, trio = sys.modules.get("asyncio"), sys.modules.get("trio")  # not imported: none of theirs
+    return not (
+        (asyncio is not None and isinstance(error, asyncio.CancelledError))
+        or (trio is not None and isinstance(error, trio.Cancelled))
+    )
