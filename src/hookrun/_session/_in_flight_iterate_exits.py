@@ -105,12 +105,12 @@ def dropped(p: _Pipeline) -> None:
 
 def left(p: _Pipeline, slot: Slot) -> None:
     """A step of the pipeline (or the feed it took) ended with ``slot.error``. A
-    ``KeyboardInterrupt`` or ``SystemExit`` stops the session and is kept for its close to
-    raise (the first one), unless a caller of the iterator raises it first (``_taken``): so
-    it is never lost, whether the iterator is iterated, kept in a variable or let go of.
-    When the iterator was let go of (no ``__anext__`` will raise anything), the step's own
-    error (not a clean stop, nor what another step's failure or a cancellation caused) is
-    logged."""
+    ``KeyboardInterrupt`` or ``SystemExit`` is kept for the session's close to raise (the
+    first one), unless a caller of the iterator raises it first (``_taken``): so it is never
+    lost, whether the iterator is iterated, kept in a variable or let go of. When the
+    iterator was let go of (no ``__anext__`` will raise anything), it also stops the
+    session, and the step's own error (not a clean stop, nor what another step's failure
+    or a cancellation caused) is logged."""
     error = slot.error
     assert error is not None
     step = slot.step
@@ -118,7 +118,8 @@ def left(p: _Pipeline, slot: Slot) -> None:
         engine = p._engine
         if engine.left is None:
             engine.left = error
-        engine.s._set_hook_stop()  # the process is being stopped: no new step starts
+        if p._dropped:  # nobody will raise it before the close: no new step starts meanwhile
+            engine.s._set_hook_stop()
     elif not p._dropped:
         return
     elif isinstance(error, Exception) and not isinstance(error, CLEAN_STOP_TYPES) and (step is None or step.cause is None):
