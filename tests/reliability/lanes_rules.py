@@ -137,10 +137,14 @@ def _open_at(c: LaneCheck, at: int) -> int:
 
 
 def _admission(c: LaneCheck) -> None:
-    """iterate admits in feed order; everything is admitted unless stopped, cut or bounded."""
+    """iterate admits in feed order, one lane its run() callers in the order they called
+    (first in first out); everything is admitted unless stopped, cut or bounded."""
     admitted = c.admitted()
     if c.sc.mode != "tasks":
         assert admitted == list(range(len(admitted))), f"admitted out of feed order: {admitted}"
+    elif c.sc.lanes == 1:  # with lanes, a caller handed a lane may start after a later one
+        called = [ev.item for ev in c.log if ev.kind == "call" and ev.item in admitted]
+        assert admitted == called, f"admitted {admitted}, called in the order {called}"
     stopped = _stop_at(c) is not None or _fatal(c) is not None or "cancel" in c.at
     if c.sc.last_step is not None:  # a number given up with nothing else in flight is handed out again
         done = [item for item in admitted if c.succeeded(item)]

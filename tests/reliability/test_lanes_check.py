@@ -100,3 +100,20 @@ def test_a_broken_rule_is_caught(observed: LaneObserved, name: str) -> None:
     breaks(doctored)
     with pytest.raises(AssertionError, match=message):
         check_lanes(SCENARIO, doctored)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_one_lane_admits_its_callers_in_the_order_they_called(backend: str) -> None:
+    """One lane, four run() callers: a real run passes; the same run with two callers'
+    calls swapped in the log fails the first-in-first-out rule."""
+    scenario = LaneScenario(
+        lanes=1, mode="tasks", items=4, hooks=HOOKS, run_effects={(1, 0): "aborted"}, creator_errors={},
+        max_attempts=2, last_step=None, releases=(), cancel_at=None, exit="normal",
+    )
+    observed = anyio.run(run_lanes, scenario, backend=backend)
+    check_lanes(scenario, observed)
+    doctored = copy.deepcopy(observed)
+    calls = [ev for ev in doctored.log if ev.kind == "call"]
+    calls[0].item, calls[1].item = calls[1].item, calls[0].item
+    with pytest.raises(AssertionError, match="called in the order"):
+        check_lanes(scenario, doctored)
