@@ -358,6 +358,15 @@ def _sessions(c: LaneCheck) -> None:
         if f.item >= 0 and c.absorbed(f):
             later = [ev for start, ev, _ in c.raw.get(f.item, []) if start > f.at]
             assert not later or later[0].session != f.session, f"item {f.item} re-ran on the failed {f.session}"
+    for f in c.failures:  # a session that failed with a recoverable error is never stepped again
+        if f.effect != "aborted" or not f.session:
+            continue
+        since = f.at
+        if c.sc.lanes > 1 and f.item >= 0:  # KNOWN: with lanes, only once it is closed (test_lane_failed_session.py)
+            since = next((i for i, ev in enumerate(c.log) if i > f.at and ev.kind == "closed" and ev.session == f.session), len(c.log))
+        stepped = [ev.item for runs in c.raw.values() for start, ev, _ in runs if start > since and ev.session == f.session]
+        stepped += [inst.item for inst in c.instances if inst.phase == "before_run" and inst.start > since and inst.session == f.session]
+        assert not stepped, f"{f.session} failed ({f.expected}), then stepped again for items {stepped}"
     ran_on = {ev.session for runs in c.raw.values() for _, ev, _ in runs}
     for plan in c.sc.hooks:
         if "after_create_session" not in plan.kinds:

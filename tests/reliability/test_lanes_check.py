@@ -71,12 +71,22 @@ def _after_run_early(obs: LaneObserved) -> None:
     obs.log[a0:b1] = obs.log[b0:b1] + obs.log[a1:b0] + obs.log[a0:a1]
 
 
+def _step_on_failed(obs: LaneObserved) -> None:
+    """The last item runs (hooks and raw run) on the session that failed, after its close."""
+    failed = next(ev for ev in obs.log if ev.kind == "run-raised")
+    last = obs.log[_indices(obs, "run")[-1]].item
+    for ev in obs.log:
+        if ev.item == last and ev.session:
+            ev.session = failed.session
+
+
 BREAKS: dict[str, tuple[Callable[[LaneObserved], None], str]] = {
     "yield order": (_swap_yields, "yielded"),
     "two phases at once": (_overlap, "overlaps another hook phase"),
     "a number changed": (_renumber, "got number|before_run saw|not increasing"),
     "re-run on the failed lane": (_extra_run, "re-ran on the failed|context had"),
     "a session closed twice": (_close_twice, "closed 2 times"),
+    "a failed session stepped again": (_step_on_failed, "then stepped again"),
     "a task left": (_leave_task, "task was left running"),
     "after_run out of step order": (_after_run_early, "after_run of item 2 before step of item 1|not increasing"),
 }

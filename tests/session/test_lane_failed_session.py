@@ -1,0 +1,129 @@
+"""A session that failed with a recoverable error is never stepped again: not when the
+retry policy gives up (the caller gets the error and the next ``run()`` closes the failed
+session and creates a new one), not by a step waiting for the lane when it failed. Each
+test runs with one lane and with two."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import pytest
+
+from hookrun import (
+    AbortedError,
+    MonitoredSession,
+    RetryPolicy,
+    SessionRunContext,
+    SessionRunValues,
+    StepSession,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class Sessions:
+    """A creator whose raw sessions record their own number in ``ran`` at each run; a run
+    whose feeds name a caller in ``gates`` waits for its gate."""
+
+    def __init__(self) -> None:
+        self.made: list[StepSession] = []
+        self.ran: list[int] = []
+        self.gates: dict[Any, anyio.Event] = {}
+
+    def __call__(self) -> StepSession:
+        name = len(self.made)
+
+        async def run(feeds: Mapping[Any, Any] | None) -> dict[str, Any]:
+            self.ran.append(name)
+            gate = self.gates.get((feeds or {}).get("who"))
+            if gate is not None:
+                await gate.wait()
+            return {"y": name}
+
+        session = StepSession(run)
+        self.made.append(session)
+        return session
+
+
+class FailsFirstBeforeRun:
+    """The first ``before_run`` raises ``AbortedError``; records the session it failed on."""
+
+    overlapping_steps = True
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+        self.failed_on: int | None = None
+
+    def before_run(self, run_context: SessionRunContext) -> None:
+        if self.failed_on is None:
+            self.failed_on = self.sessions.made.index(run_context.session)
+            raise AbortedError("lost")
+
+
+def _lanes(reason: str) -> list[Any]:
+    """One lane, and two lanes (a strict xfail for ``reason``)."""
+    return [1, pytest.param(2, marks=pytest.mark.xfail(strict=True, reason=reason))]
+
+
+@pytest.mark.parametrize("n", _lanes("with lanes, a lane whose recovery the retry policy gave up keeps its failed session"))
+async def test_a_session_whose_recovery_was_given_up_is_never_stepped_again(n: int) -> None:
+    sessions = Sessions()
+    hook = FailsFirstBeforeRun(sessions)
+    async with MonitoredSession(sessions, [hook], max_in_flight=n, retry=RetryPolicy(max_attempts=1)) as sess:
+        with pytest.raises(AbortedError):
+            await sess.run("y")
+        for _ in range(2 * n):  # every lane serves a step
+            await sess.run("y")
+    assert hook.failed_on is not None
+    assert hook.failed_on not in sessions.ran
+    assert len(sessions.ran) == 2 * n
+
+
+class LosesTheFirstAfterRun:
+    """The first ``after_run`` raises ``AbortedError``; records the session it failed on,
+    and ``ran`` as it was then."""
+
+    overlapping_steps = True
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+        self.failed_on: int | None = None
+        self.ran_then: list[int] = []
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if self.failed_on is None:
+            self.failed_on = self.sessions.made.index(run_context.session)
+            self.ran_then = list(self.sessions.ran)
+            raise AbortedError("lost")
+
+
+@pytest.mark.parametrize("n", _lanes("with lanes, a step handed the lane of a step whose after_run lost its session runs on it"))
+async def test_a_caller_waiting_for_the_lane_of_a_step_that_lost_its_session_does_not_run_on_it(n: int) -> None:
+    """``first`` and the other callers hold every lane; ``waiting`` waits for one. ``first``'s
+    run returns (its lane goes to ``waiting``) and its ``after_run`` loses the session: the
+    session is re-created before ``waiting`` (or ``first``, re-run) runs on that lane."""
+    sessions = Sessions()
+    callers = ["first", *range(1, n), "waiting"]
+    sessions.gates = {who: anyio.Event() for who in callers}
+    hook = LosesTheFirstAfterRun(sessions)
+    results: dict[Any, Any] = {}
+    retry = RetryPolicy(initial_delay=0, jitter=False)
+    async with MonitoredSession(sessions, [hook], max_in_flight=n, retry=retry) as sess:
+
+        async def call(who: Any) -> None:
+            results[who] = await sess.run("y", {"who": who})
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for who in callers:
+                    tg.start_soon(call, who)
+                    await anyio.wait_all_tasks_blocked()
+                sessions.gates["first"].set()
+                await anyio.wait_all_tasks_blocked()
+                for gate in sessions.gates.values():
+                    gate.set()
+    assert hook.failed_on is not None
+    assert hook.failed_on not in sessions.ran[len(hook.ran_then) :]
+    assert set(results) == set(callers)
