@@ -28,7 +28,7 @@ def check_lanes(sc: LaneScenario, obs: LaneObserved) -> LaneCheck:
 
 def features(c: LaneCheck) -> list[str]:
     """What a scenario exercised (for hypothesis' statistics)."""
-    seen = [f"{c.sc.lanes} lanes", c.sc.mode]
+    seen = [f"{c.sc.lanes} lanes", c.sc.mode, f"{c.sc.lanes} lanes, {c.sc.mode}"]
     if any(c.absorbed(f) for f in c.failures):
         seen.append("recovered")
     if c.fatal() is not None:
