@@ -1,7 +1,7 @@
 """A session that failed with a recoverable error is never stepped again: not when the
-retry policy gives up (the caller gets the error and the next ``run()`` closes the failed
-session and creates a new one), not by a step waiting for the lane when it failed. Each
-test runs with one lane and with two."""
+retry policy gives up or the recovery is cancelled (the next ``run()`` on that lane closes
+the failed session and creates a new one), not by a step waiting for the lane when it
+failed. Each test runs with one lane and with two."""
 
 from __future__ import annotations
 
@@ -127,3 +127,23 @@ async def test_a_caller_waiting_for_the_lane_of_a_step_that_lost_its_session_doe
     assert hook.failed_on is not None
     assert hook.failed_on not in sessions.ran[len(hook.ran_then) :]
     assert set(results) == set(callers)
+
+
+@pytest.mark.parametrize("n", _lanes("with lanes, a lane whose recovery was cancelled as it waited to retry keeps its failed session"))
+async def test_a_session_whose_recovery_was_cancelled_is_never_stepped_again(n: int) -> None:
+    """The first step's caller is cancelled while it waits to retry: the next ``run()`` on
+    that lane resumes the recovery (closes the failed session, creates one)."""
+    sessions = Sessions()
+    hook = FailsFirstBeforeRun(sessions)
+    slow = RetryPolicy(initial_delay=3600, max_delay=3600, jitter=False)
+    async with MonitoredSession(sessions, [hook], max_in_flight=n, retry=slow) as sess:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sess.run, "y")
+                await anyio.wait_all_tasks_blocked()  # waiting to retry
+                tg.cancel_scope.cancel()
+            for _ in range(2 * n):  # every lane serves a step
+                await sess.run("y")
+    assert hook.failed_on is not None
+    assert hook.failed_on not in sessions.ran
+    assert len(sessions.ran) == 2 * n
