@@ -171,12 +171,14 @@ class LaneCheck:
         """A recoverable failure followed by another attempt (of its step, or a creation)."""
         if failure.effect != "aborted":
             return False
+        # A caller raised it: its step's retries ran out, and a later close and creation
+        # serve another step (with one lane, the next run() recovers the failed session).
+        raised = failure.expected in self.obs.task_outcomes.values()
+        if raised:
+            return False
         creations = [i for i, ev in enumerate(self.log) if i > failure.at and ev.kind in ("created", "create-failed")]
-        if failure.item < 0:
-            # A creation retried, unless a caller raised its error: that step's retries ran
-            # out, and a later creation serves another step admitted after it.
-            raised = failure.expected in self.obs.task_outcomes.values()
-            return bool(creations) and not raised
+        if failure.item < 0:  # a creation retried
+            return bool(creations)
         for at in creations[:1]:  # its lane's recovery began: the failed session closed, then a creation
             closed = any(ev.kind == "closed" and ev.session == failure.session for ev in self.log[failure.at : at])
             other = any(failure.at < g.at < at for g in self.failures)

@@ -124,11 +124,9 @@ def lane_scenarios(draw: st.DrawFn, lanes: tuple[int, ...] = (1, 2, 4)) -> LaneS
     cancel_at = draw(st.one_of(st.none(), st.none(), st.integers(0, 5)))
     return LaneScenario(
         lanes=n,
-        # One lane: concurrent run() callers take turns too (test_one_admission_rule.py), and
-        # a clean-stop error of run() is its caller's alone at every N; but the rules checked
-        # here for concurrent callers are those of lanes, and are not written for one lane's
-        # (they misread one lane's callers after a run() whose retries ran out, for one).
-        mode=draw(st.sampled_from(MODES if n > 1 else MODES[:2])),
+        # One lane: concurrent run() callers take turns, first in first out, as with lanes
+        # (test_one_admission_rule.py), and a clean-stop error of run() is its caller's alone.
+        mode=draw(st.sampled_from(MODES)),
         items=items,
         hooks=hooks,
         run_effects=run_effects,

@@ -28,7 +28,7 @@ def check_lanes(sc: LaneScenario, obs: LaneObserved) -> LaneCheck:
 
 def features(c: LaneCheck) -> list[str]:
     """What a scenario exercised (for hypothesis' statistics)."""
-    seen = [f"{c.sc.lanes} lanes", c.sc.mode]
+    seen = [f"{c.sc.lanes} lanes", c.sc.mode, f"{c.sc.lanes} lanes, {c.sc.mode}"]
     if any(c.absorbed(f) for f in c.failures):
         seen.append("recovered")
     if c.fatal() is not None:
@@ -137,10 +137,14 @@ def _open_at(c: LaneCheck, at: int) -> int:
 
 
 def _admission(c: LaneCheck) -> None:
-    """iterate admits in feed order; everything is admitted unless stopped, cut or bounded."""
+    """iterate admits in feed order, one lane its run() callers in the order they called
+    (first in first out); everything is admitted unless stopped, cut or bounded."""
     admitted = c.admitted()
     if c.sc.mode != "tasks":
         assert admitted == list(range(len(admitted))), f"admitted out of feed order: {admitted}"
+    elif c.sc.lanes == 1:  # with lanes, a caller handed a lane may start after a later one
+        called = [ev.item for ev in c.log if ev.kind == "call" and ev.item in admitted]
+        assert admitted == called, f"admitted {admitted}, called in the order {called}"
     stopped = _stop_at(c) is not None or _fatal(c) is not None or "cancel" in c.at
     if c.sc.last_step is not None:  # a number given up with nothing else in flight is handed out again
         done = [item for item in admitted if c.succeeded(item)]
@@ -354,6 +358,13 @@ def _sessions(c: LaneCheck) -> None:
         if f.item >= 0 and c.absorbed(f):
             later = [ev for start, ev, _ in c.raw.get(f.item, []) if start > f.at]
             assert not later or later[0].session != f.session, f"item {f.item} re-ran on the failed {f.session}"
+    for f in c.failures:  # a session that failed with a recoverable error is never stepped again
+        if f.effect != "aborted" or not f.session:
+            continue
+        since = f.at
+        stepped = [ev.item for runs in c.raw.values() for start, ev, _ in runs if start > since and ev.session == f.session]
+        stepped += [inst.item for inst in c.instances if inst.phase == "before_run" and inst.start > since and inst.session == f.session]
+        assert not stepped, f"{f.session} failed ({f.expected}), then stepped again for items {stepped}"
     ran_on = {ev.session for runs in c.raw.values() for _, ev, _ in runs}
     for plan in c.sc.hooks:
         if "after_create_session" not in plan.kinds:

@@ -38,7 +38,7 @@ WORKER_TASK = "hookrun hook worker"
 class Ev:
     """One thing that happened. ``kind``: start/done/raised/cancelled/stop/foreign (hook
     calls), run/ran/run-raised/run-cancelled (raw runs), created/create-failed/closed,
-    yielded, entered, cancel, leaving."""
+    yielded, call (a ``run()`` caller calls it), entered, cancel, leaving."""
 
     kind: str
     who: str = ""
@@ -281,6 +281,7 @@ async def _body(sess: MonitoredSession, world: World, yielded: list[Any], outcom
     if sc.mode == "tasks":
 
         async def one(item: int) -> None:
+            world.log.append(Ev("call", item=item))  # no checkpoint before run(): its arrival
             try:
                 value = await sess.run(CALLER_FETCH, feeds[item])
             except Exception as exc:

@@ -71,12 +71,22 @@ def _after_run_early(obs: LaneObserved) -> None:
     obs.log[a0:b1] = obs.log[b0:b1] + obs.log[a1:b0] + obs.log[a0:a1]
 
 
+def _step_on_failed(obs: LaneObserved) -> None:
+    """The last item runs (hooks and raw run) on the session that failed, after its close."""
+    failed = next(ev for ev in obs.log if ev.kind == "run-raised")
+    last = obs.log[_indices(obs, "run")[-1]].item
+    for ev in obs.log:
+        if ev.item == last and ev.session:
+            ev.session = failed.session
+
+
 BREAKS: dict[str, tuple[Callable[[LaneObserved], None], str]] = {
     "yield order": (_swap_yields, "yielded"),
     "two phases at once": (_overlap, "overlaps another hook phase"),
     "a number changed": (_renumber, "got number|before_run saw|not increasing"),
     "re-run on the failed lane": (_extra_run, "re-ran on the failed|context had"),
     "a session closed twice": (_close_twice, "closed 2 times"),
+    "a failed session stepped again": (_step_on_failed, "then stepped again"),
     "a task left": (_leave_task, "task was left running"),
     "after_run out of step order": (_after_run_early, "after_run of item 2 before step of item 1|not increasing"),
 }
@@ -100,3 +110,20 @@ def test_a_broken_rule_is_caught(observed: LaneObserved, name: str) -> None:
     breaks(doctored)
     with pytest.raises(AssertionError, match=message):
         check_lanes(SCENARIO, doctored)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_one_lane_admits_its_callers_in_the_order_they_called(backend: str) -> None:
+    """One lane, four run() callers: a real run passes; the same run with two callers'
+    calls swapped in the log fails the first-in-first-out rule."""
+    scenario = LaneScenario(
+        lanes=1, mode="tasks", items=4, hooks=HOOKS, run_effects={(1, 0): "aborted"}, creator_errors={},
+        max_attempts=2, last_step=None, releases=(), cancel_at=None, exit="normal",
+    )
+    observed = anyio.run(run_lanes, scenario, backend=backend)
+    check_lanes(scenario, observed)
+    doctored = copy.deepcopy(observed)
+    calls = [ev for ev in doctored.log if ev.kind == "call"]
+    calls[0].item, calls[1].item = calls[1].item, calls[0].item
+    with pytest.raises(AssertionError, match="called in the order"):
+        check_lanes(scenario, doctored)

@@ -44,3 +44,23 @@ def test_a_lane_whose_retries_ran_out_ends_its_step_and_a_later_caller_goes_on(b
     outcomes = sorted(outcome[:2] for outcome in observed.task_outcomes.values())  # which caller: the backend's order
     assert outcomes == [("ok", outcomes[0][1]), ("raise", "AbortedError"), ("raise", "RuntimeError")]
     assert ("raise", "AbortedError", "create#2") in observed.task_outcomes.values()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_one_lane_a_run_whose_retries_ran_out_leaves_the_next_caller_a_new_session(backend: str) -> None:
+    """One lane, two run() callers, StopAtStepHook(last_step=1): the before_run of the first step admitted
+    fails with a recoverable error and the budget allows no retry, so its caller gets it
+    and its step is given up (no number used); the next caller closes the failed session,
+    creates one and runs the last step (the model once read that close and creation as the
+    failed step's recovery, and so expected one step admitted, not two)."""
+    hook = LaneHook("h0", {"before_run": "sync"}, {"before_run": (Action(effect="aborted"),)})
+    scenario = LaneScenario(
+        lanes=1, mode="tasks", items=2, hooks=(hook,), run_effects={}, creator_errors={},
+        max_attempts=1, last_step=1, releases=(), cancel_at=None, exit="normal",
+    )
+    observed = anyio.run(run_lanes, scenario, backend=backend)
+    check_lanes(scenario, observed)
+    outcomes = sorted(outcome[:2] for outcome in observed.task_outcomes.values())  # which caller: the backend's order
+    assert outcomes == [("ok", outcomes[0][1]), ("raise", "AbortedError")]
+    assert [session.name for session in observed.sessions] == ["s0", "s1"]
+    assert observed.counter == 1

@@ -142,3 +142,57 @@ async def test_a_session_whose_recovery_was_cancelled_is_never_stepped_again(n: 
     assert hook.failed_on is not None
     assert hook.failed_on not in sessions.ran
     assert len(sessions.ran) == 2 * n
+
+
+class LosesTheSessionInAfterRun:
+    """``after_run`` of the step fed ``{"who": "first"}`` waits for ``release`` (holding the
+    hook phases), then raises ``AbortedError``; every ``before_run`` records its session."""
+
+    overlapping_steps = True
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+        self.release = anyio.Event()
+        self.before: list[tuple[Any, int]] = []
+        self.failed = False
+
+    def before_run(self, run_context: SessionRunContext) -> None:
+        who = (run_context.original_args.feed_dict or {}).get("who")
+        self.before.append((who, self.sessions.made.index(run_context.session)))
+
+    async def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        who = (run_context.original_args.feed_dict or {}).get("who")
+        if who == "first" and not self.failed:
+            await self.release.wait()
+            self.failed = True
+            raise AbortedError("lost")
+
+
+async def test_a_step_waiting_for_the_hook_phases_when_its_lanes_session_is_lost_runs_on_a_new_one() -> None:
+    """A step handed the lane of a step whose run returned waits for the hook phases while
+    that step's ``after_run`` loses the lane's session: it replaces it before its own
+    ``before_run`` and run."""
+    sessions = Sessions()
+    sessions.gates = {"other": anyio.Event()}
+    hook = LosesTheSessionInAfterRun(sessions)
+    retry = RetryPolicy(initial_delay=0, jitter=False)
+    results: dict[str, Any] = {}
+    async with MonitoredSession(sessions, [hook], max_in_flight=2, retry=retry) as sess:
+
+        async def call(who: str) -> None:
+            results[who] = await sess.run("y", {"who": who})
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for who in ("first", "other", "waiting"):  # first: lane 0, other: lane 1, waiting: waits
+                    tg.start_soon(call, who)
+                    await anyio.wait_all_tasks_blocked()
+                # first's run returned: its lane went to waiting, which waits for first's after_run
+                assert ("waiting", 0) not in hook.before
+                hook.release.set()
+                await anyio.wait_all_tasks_blocked()
+                sessions.gates["other"].set()
+    assert hook.failed and set(results) == {"first", "other", "waiting"}
+    waiting = [made for who, made in hook.before if who == "waiting"]
+    assert waiting and 0 not in waiting
+    assert sessions.ran.count(0) == 1  # only first's run, before the loss

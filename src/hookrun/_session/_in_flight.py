@@ -272,15 +272,22 @@ class InFlight:
         """Admission: the ``before_run`` phase under the phase lock, with the step's number.
         False: a stop was requested (or the session closed) before it was admitted."""
         s, lock = self.s, self._lock
+        renew = False
         while True:
             if self._resume is not None:  # an earlier step's first before_run failed: it goes first
                 await self._resume.wait()
+            if renew:  # (outside the lock, which the new session's after_create_session takes)
+                renew = False
+                await self.ready(step, None)
             if not lock.try_take():
                 await lock.acquire()
             try:
                 if step.cause is not None:  # none of its phases starts once another step's failure cancelled it
                     raise self.cancelled_error(step)
                 if self._resume is not None:  # held while this step waited for the lock
+                    continue
+                if step.lane.renew and step.holds_lane:  # its lane's session was lost as it waited for the lock
+                    renew = True
                     continue
                 if s._state is not State.OPEN:
                     return False
