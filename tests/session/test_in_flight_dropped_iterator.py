@@ -283,3 +283,101 @@ async def test_an_iterator_that_raises_it_to_its_caller_leaves_nothing_for_the_c
                     pass
     assert raised.value is pipeline.raised[0]
     assert not getattr(raised.value, "__notes__", None)
+
+
+@pytest.mark.parametrize("error", FATAL, ids=lambda e: e.__name__)
+async def test_a_close_from_another_task_raises_it_once_and_the_loop_ends(error: type[BaseException]) -> None:
+    """A step's error waits while the loop body runs, and another task closes the session:
+    that close raises it (once), and the loop then ends without raising it again."""
+    pipeline = Pipeline(error)
+    sess = pipeline.session
+    closed: list[BaseException] = []
+    seen: list[object] = []
+    with anyio.fail_after(LIMIT):
+        async with sess:
+            async for y in sess.iterate("y", ({"k": k} for k in range(6))):
+                seen.append(y)
+                if len(seen) == 1:
+                    await pipeline.started.wait()
+                    pipeline.go.set()
+                    while not pipeline.raised:
+                        await anyio.wait_all_tasks_blocked()
+
+                    async def close() -> None:
+                        try:
+                            await sess.aclose()
+                        except BaseException as exc:  # the step's, raised in this task
+                            closed.append(exc)
+
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(close)
+    assert len(closed) == 1 and closed[0] is pipeline.raised[0]
+    assert pipeline.hook.exceptions == [closed[0]] and pipeline.hook.ends == 0
+
+
+async def test_a_kept_iterators_error_is_not_lost_when_another_iterator_raises_its_own() -> None:
+    """Iterator ``a`` is kept unclosed and its step raises ``SystemExit``; iterator ``b``'s step
+    raises ``KeyboardInterrupt``, which its loop raises and the caller catches: the block
+    still raises ``a``'s."""
+    a_goes = anyio.Event()
+    raised: dict[str, BaseException] = {}
+
+    async def step(feeds: Mapping[str, object]) -> dict[str, object]:
+        who, k = feeds["who"], feeds["k"]
+        if k == 1 and who == "a":
+            with anyio.CancelScope(shield=True):
+                await a_goes.wait()
+            raised["a"] = SystemExit("a")
+            raise raised["a"]
+        if k == 1 and who == "b":
+            raised["b"] = KeyboardInterrupt("b")
+            raise raised["b"]
+        return {"y": (who, k)}
+
+    hook = Recorder()
+    with anyio.fail_after(LIMIT):
+        with pytest.raises(SystemExit) as out:
+            async with MonitoredSession(lambda: StepSession(step), [hook], max_in_flight=4) as sess:
+                kept = sess.iterate("y", ({"who": "a", "k": k} for k in range(3)))
+                async for _ in kept:
+                    break
+                with pytest.raises(KeyboardInterrupt):
+                    async for _ in sess.iterate("y", ({"who": "b", "k": k} for k in range(3))):
+                        pass
+                a_goes.set()
+                while "a" not in raised:
+                    await anyio.wait_all_tasks_blocked()
+    assert out.value is raised["a"]
+    assert hook.exceptions == [raised["a"]] and hook.ends == 0
+
+
+async def test_an_iterator_raising_one_takes_its_others_too() -> None:
+    """Two steps of one iterator raise (``SystemExit``, then ``KeyboardInterrupt`` for a step
+    before it in feed order): the loop raises the first in feed order, naming the other in a
+    note, and a caller who catches it leaves the block cleanly (``end``)."""
+    second_done, first_goes = anyio.Event(), anyio.Event()
+
+    async def step(feeds: Mapping[str, int]) -> dict[str, int]:
+        k = feeds["k"]
+        if k == 1:
+            with anyio.CancelScope(shield=True):
+                await first_goes.wait()
+            raise KeyboardInterrupt("k=1")
+        if k == 2:
+            second_done.set()
+            raise SystemExit("k=2")
+        return {"y": k}
+
+    hook = Recorder()
+    caught: list[BaseException] = []
+    with anyio.fail_after(LIMIT):
+        async with MonitoredSession(lambda: StepSession(step), [hook], max_in_flight=4) as sess:
+            try:
+                async for _ in sess.iterate("y", ({"k": k} for k in range(4))):
+                    await second_done.wait()
+                    await anyio.wait_all_tasks_blocked()
+                    first_goes.set()
+            except KeyboardInterrupt as exc:
+                caught.append(exc)
+    assert len(caught) == 1 and "SystemExit('k=2')" in " ".join(getattr(caught[0], "__notes__", []))
+    assert hook.ends == 1 and hook.exceptions == []

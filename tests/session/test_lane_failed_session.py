@@ -196,3 +196,72 @@ async def test_a_step_waiting_for_the_hook_phases_when_its_lanes_session_is_lost
     waiting = [made for who, made in hook.before if who == "waiting"]
     assert waiting and 0 not in waiting
     assert sessions.ran.count(0) == 1  # only first's run, before the loss
+
+
+@pytest.mark.parametrize("n", [1, 2])
+async def test_a_step_functions_session_whose_recovery_was_given_up_is_never_stepped_again(n: int) -> None:
+    """A step function loses its session and the retry policy gives up: the next step on
+    that lane replaces the session first."""
+    sessions = Sessions()
+    failed_on: list[int] = []
+
+    async def lose(step_context: Any) -> None:
+        failed_on.append(sessions.made.index(step_context.session))
+        raise AbortedError("lost")
+
+    async with MonitoredSession(sessions, max_in_flight=n, retry=RetryPolicy(max_attempts=1)) as sess:
+        with pytest.raises(AbortedError):
+            await sess.run_step_fn(lose)
+        for _ in range(2 * n):  # every lane serves a step
+            await sess.run("y")
+    assert failed_on and failed_on[0] not in sessions.ran
+    assert len(sessions.ran) == 2 * n
+
+
+async def test_a_session_lost_by_a_step_another_steps_failure_cancelled_is_never_stepped_again() -> None:
+    """Step ``a`` fails for good (a ``ValueError``), which cancels step ``b``; ``b``'s run cannot
+    be cancelled at once and then finds its session lost: that lane's next step replaces it."""
+    made: list[StepSession] = []
+    ran: list[int] = []
+    b_runs = anyio.Event()
+
+    def create() -> StepSession:
+        name = len(made)
+
+        async def run(feeds: Mapping[Any, Any] | None) -> dict[str, Any]:
+            who = (feeds or {}).get("who")
+            ran.append(name)
+            if who == "a":
+                await b_runs.wait()
+                raise ValueError("a fails for good")
+            if who == "b":
+                b_runs.set()
+                with anyio.CancelScope(shield=True):  # a remote call that cannot be cut short
+                    await anyio.sleep(0.01)
+                raise AbortedError("b's session is lost")
+            return {"y": name}
+
+        session = StepSession(run)
+        made.append(session)
+        return session
+
+    errors: dict[str, BaseException] = {}
+    async with MonitoredSession(create, max_in_flight=2, retry=RetryPolicy(initial_delay=0, jitter=False)) as sess:
+
+        async def call(who: str) -> None:
+            try:
+                await sess.run("y", {"who": who})
+            except Exception as exc:
+                errors[who] = exc
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "a")
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(call, "b")
+            b_session = ran[1]
+            before = len(ran)
+            for _ in range(4):  # every lane serves steps
+                await sess.run("y")
+    assert isinstance(errors["a"], ValueError) and "b" in errors
+    assert b_session not in ran[before:]

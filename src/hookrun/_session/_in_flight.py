@@ -47,7 +47,7 @@ from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
 from .._hook_protocol import RunMetadata, RunOptions
 from .._inside import inside_error, inside_step
-from ._in_flight_step import Rescope, Step, count_failure, end_before, start_before, step_body
+from ._in_flight_step import Rescope, Slot, Step, count_failure, end_before, start_before, step_body
 from ._lane_sessions import LaneSessions
 from ._lanes import Lane, LanePool, Occupancy, PhaseLock, Tickets, Turnstile
 from ._state import State, refuse_step
@@ -92,7 +92,9 @@ class InFlight:
         self.no_requests: list[None] = [None] * len(session._before.calls)
         #: The first ``KeyboardInterrupt`` or ``SystemExit`` of a step that no caller will raise
         #: (its iterator was let go of before it ended): the session's close raises it.
-        self.left: BaseException | None = None
+        #: The ``KeyboardInterrupt``s and ``SystemExit``s of ``iterate()``'s steps no caller of
+        #: their iterator raised yet, with their pipeline and slot: the close raises them.
+        self.left: list[tuple[Any, Slot]] = []
 
     # -- the session's view -----------------------------------------------------------------
 
@@ -227,14 +229,28 @@ class InFlight:
 
     def raise_left(self, error: BaseException | None) -> None:
         """At the session's close, once its steps ended (``error``: why it closes, when not
-        cleanly): raise ``left``, unless ``error`` is a ``KeyboardInterrupt`` or
-        ``SystemExit`` itself (``left`` is then a note on it)."""
-        left, self.left = self.left, None
-        if left is None or left is error:
+        cleanly): raise the first ``KeyboardInterrupt`` or ``SystemExit`` of an ``iterate()``
+        step that no caller of its iterator raised (the others as notes on it), or add them
+        as notes to ``error`` when it is one itself. Each is taken from its iterator, which
+        will not raise it again."""
+        left, self.left = self.left, []
+        errors: list[BaseException] = []
+        for pipeline, slot in left:
+            if slot.error is not None:
+                errors.append(slot.error)
+                slot.error = None  # taken: the iterator skips its slot,
+                pipeline._closed = pipeline._done = True  # and its loop ends, as the session closed
+        if error is not None and not isinstance(error, (Exception, anyio.get_cancelled_exc_class())):
+            errors = [other for other in errors if other is not error]
+            first = error
+        elif errors:
+            first = errors.pop(0)
+        else:
             return
-        if error is None or isinstance(error, (Exception, anyio.get_cancelled_exc_class())):
-            raise left
-        error.add_note(f"hookrun: a step of an iterator let go of also raised {left!r}")
+        for other in errors:
+            first.add_note(f"hookrun: a step of an iterator also raised {other!r}")
+        if first is not error:
+            raise first
 
     def cancelled_error(self, step: Step) -> RuntimeError:
         assert step.cause is not None
@@ -340,6 +356,10 @@ class InFlight:
         s = self.s
         if isinstance(failed, CLEAN_STOP_TYPES):  # the caller's (``iterate`` stops the session on it)
             raise failed
+        if self.recovery.recovers_from(failed):  # the lane's session is lost, whether this step recovers or not:
+            # whoever takes the lane next replaces it first (however this step ends: given up,
+            # cancelled, or cancelled already by another step's failure).
+            self.recovery.fail_over(step.lane, None if step.ctx is None else step.ctx.session)
         if not self.recovers_from(step, failed):
             self.fail_others(step, failed)
             if s._state is State.CLOSED and step.cause is None and self.recovery.recovers_from(failed):
@@ -347,9 +367,6 @@ class InFlight:
             raise failed
         if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so
             return Rescope(failed, budget)  # nothing more can wait under that scope
-        # Whoever takes the lane next replaces its session first, however this step's
-        # recovery ends (given up, cancelled): no step runs on a session known lost.
-        self.recovery.fail_over(step.lane, None if step.ctx is None else step.ctx.session)
         step.leave_contexts(failed)  # the attempt is over; the re-run enters them anew
         budget = budget or self.recovery.retry.budget()
         if not await self._recover(step, failed, budget):

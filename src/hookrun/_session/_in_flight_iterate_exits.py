@@ -116,8 +116,8 @@ def left(p: _Pipeline, slot: Slot) -> None:
     step = slot.step
     if _fatal(error):
         engine = p._engine
-        if engine.left is None:
-            engine.left = error
+        if not any(kept is slot for _, kept in engine.left):  # (a dropped iterator's may come again)
+            engine.left.append((p, slot))
         if p._dropped:  # nobody will raise it before the close: no new step starts meanwhile
             engine.s._set_hook_stop()
     elif not p._dropped:
@@ -157,9 +157,15 @@ def _fatal_error(p: _Pipeline) -> BaseException | None:
 
 
 def _taken(p: _Pipeline, error: BaseException) -> None:
-    """``error`` is raised to a caller of the iterator: the session's close no longer has to."""
-    if p._engine.left is error:
-        p._engine.left = None
+    """``error`` is raised to a caller of the iterator: the session's close no longer raises
+    it, nor another ``KeyboardInterrupt`` or ``SystemExit`` of the same iterator (a note on
+    ``error`` names it)."""
+    engine = p._engine
+    for kept in [entry for entry in engine.left if entry[0] is p]:
+        engine.left.remove(kept)
+        other = kept[1].error
+        if other is not None and other is not error:
+            error.add_note(f"hookrun: another step of this iterator also raised {other!r}")
 
 
 def _origin(p: _Pipeline, exc: BaseException) -> BaseException:
@@ -179,8 +185,8 @@ def _fatal(error: BaseException) -> bool:
     asking anyio, as an iterator collected after its event loop ended asks it too."""
     if isinstance(error, Exception):
         return False
-    asyncio, trio = sys.modules.get("asyncio"), sys.modules.get("trio")  # not imported: none of theirs
-    return not (
-        (asyncio is not None and isinstance(error, asyncio.CancelledError))
-        or (trio is not None and isinstance(error, trio.Cancelled))
-    )
+    for module, name in (("asyncio", "CancelledError"), ("trio", "Cancelled")):
+        cancelled = getattr(sys.modules.get(module), name, None)  # (None: not imported, or being imported)
+        if cancelled is not None and isinstance(error, cancelled):
+            return False
+    return True

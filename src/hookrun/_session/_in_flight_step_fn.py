@@ -37,9 +37,12 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
         with step.scope:
             budget = await self.ready(step, None)
             while True:
+                raw = step.lane.raw
                 try:
-                    return await step_fn(StepContext(_LaneOwner(self, step), step.lane.raw))  # type: ignore[arg-type]
+                    return await step_fn(StepContext(_LaneOwner(self, step), raw))  # type: ignore[arg-type]
                 except BaseException as exc:
+                    if self.recovery.recovers_from(exc):  # its session is lost: the lane's next step replaces
+                        self.recovery.fail_over(step.lane, raw)  # it, however this call ends
                     if (
                         isinstance(exc, Exception) and not isinstance(exc, CLEAN_STOP_TYPES)
                         and self.recovery.recovers_from(exc) and s._state is not State.CLOSED
