@@ -227,31 +227,6 @@ class InFlight:
         finally:
             s._lifetime.step_done = None
 
-    def raise_left(self, error: BaseException | None) -> None:
-        """At the session's close, once its steps ended (``error``: why it closes, when not
-        cleanly): raise the first ``KeyboardInterrupt`` or ``SystemExit`` of an ``iterate()``
-        step that no caller of its iterator raised (the others as notes on it), or add them
-        as notes to ``error`` when it is one itself. Each is taken from its iterator, which
-        will not raise it again."""
-        left, self.left = self.left, []
-        errors: list[BaseException] = []
-        for pipeline, slot in left:
-            if slot.error is not None:
-                errors.append(slot.error)
-                slot.error = None  # taken: the iterator skips its slot,
-                pipeline._closed = pipeline._done = True  # and its loop ends, as the session closed
-        if error is not None and not isinstance(error, (Exception, anyio.get_cancelled_exc_class())):
-            errors = [other for other in errors if other is not error]
-            first = error
-        elif errors:
-            first = errors.pop(0)
-        else:
-            return
-        for other in errors:
-            first.add_note(f"hookrun: a step of an iterator also raised {other!r}")
-        if first is not error:
-            raise first
-
     def cancelled_error(self, step: Step) -> RuntimeError:
         assert step.cause is not None
         if isinstance(step.cause, SessionClosedError):

@@ -30,7 +30,7 @@ finish, as documented; once the iterator is dropped, no runner of it parks again
 
 What a step of a dropped iterator raised (before the drop or after it) no ``__anext__``
 will raise (``left``): a ``KeyboardInterrupt`` or ``SystemExit`` goes to the session,
-whose close raises it (``InFlight.raise_left``: the hooks get ``on_exception`` with it,
+whose close raises it (``raise_left``: the hooks get ``on_exception`` with it,
 not ``end``); a step's own error is logged, and the session goes on.
 """
 
@@ -46,10 +46,11 @@ from .._errors import CLEAN_STOP_TYPES
 from .._log import log_warning
 
 if TYPE_CHECKING:
+    from ._in_flight import InFlight
     from ._in_flight_iterate import _Pipeline
     from ._in_flight_step import Slot
 
-__all__ = ["close", "dropped", "failed", "left"]
+__all__ = ["close", "dropped", "failed", "left", "raise_left"]
 
 
 async def failed(p: _Pipeline, exc: BaseException) -> BaseException:
@@ -154,6 +155,32 @@ async def _wait_out(p: _Pipeline) -> None:
 def _fatal_error(p: _Pipeline) -> BaseException | None:
     """The first ``KeyboardInterrupt``, ``SystemExit``... a pending step ended with, if any."""
     return next((slot.error for slot in p._pending if slot.error is not None and _fatal(slot.error)), None)
+
+
+def raise_left(engine: InFlight, error: BaseException | None) -> None:
+    """At the session's close, once its steps ended (``error``: why it closes, when not
+    cleanly): raise the first ``KeyboardInterrupt`` or ``SystemExit`` of an ``iterate()``
+    step that no caller of its iterator raised (the others as notes on it), or add them
+    as notes to ``error`` when it is one itself. Each is taken from its iterator, which
+    will not raise it again."""
+    left, engine.left = engine.left, []
+    errors: list[BaseException] = []
+    for pipeline, slot in left:
+        if slot.error is not None:
+            errors.append(slot.error)
+            slot.error = None  # taken: the iterator skips its slot,
+            pipeline._closed = pipeline._done = True  # and its loop ends, as the session closed
+    if error is not None and not isinstance(error, (Exception, anyio.get_cancelled_exc_class())):
+        errors = [other for other in errors if other is not error]
+        first = error
+    elif errors:
+        first = errors.pop(0)
+    else:
+        return
+    for other in errors:
+        first.add_note(f"hookrun: a step of an iterator also raised {other!r}")
+    if first is not error:
+        raise first
 
 
 def _taken(p: _Pipeline, error: BaseException) -> None:

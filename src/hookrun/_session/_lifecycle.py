@@ -58,6 +58,7 @@ from .._dispatch._workers import WorkerPool
 from .._errors import CLEAN_STOP_TYPES, SessionClosedError
 from .._log import log_warning
 from ._exits import ExitHooks
+from ._in_flight_iterate_exits import raise_left
 from ._retry import flush_retry_log
 from ._serving import claim_hooks
 from ._state import CLOSABLE as _CLOSABLE
@@ -309,7 +310,7 @@ async def _end_hooks(
         # cut short, a session created after it is closed at once).
         await steps_ended(self)
     if self._in_flight is not None:  # a step's KeyboardInterrupt or SystemExit no iterator raised
-        self._in_flight.raise_left(error)
+        raise_left(self._in_flight, error)
     raw = self.raw_session()
     if call_end and raw is None:
         # No session to end with (re-creating it failed, or it is being created in
