@@ -265,3 +265,42 @@ async def test_a_session_lost_by_a_step_another_steps_failure_cancelled_is_never
                 await sess.run("y")
     assert isinstance(errors["a"], ValueError) and "b" in errors
     assert b_session not in ran[before:]
+
+
+async def test_a_step_function_holding_the_lane_of_a_step_that_lost_its_session_does_not_hang() -> None:
+    """A step function is handed the lane of a step whose run returned, then that step's
+    ``after_run`` loses the lane's session: the step is re-run on the first lane free
+    (waiting for its own would wait for ever: the step function's hooked run waits for the
+    step's ``after_run``), and every call returns."""
+    sessions = Sessions()
+    sessions.gates = {"first": anyio.Event(), "other": anyio.Event()}
+    hook = LosesTheSessionInAfterRun(sessions)
+    retry = RetryPolicy(initial_delay=0, jitter=False)
+    results: dict[str, Any] = {}
+    async with MonitoredSession(sessions, [hook], max_in_flight=2, retry=retry) as sess:
+
+        async def call(who: str) -> None:
+            results[who] = await sess.run("y", {"who": who})
+
+        async def hooked(step_context: Any) -> Any:
+            return await step_context.run_with_hooks("y", {"who": "fn"})
+
+        async def step_fn() -> None:
+            results["fn"] = await sess.run_step_fn(hooked)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "first")  # lane 0
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(call, "other")  # lane 1
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(step_fn)  # waits for a lane
+                await anyio.wait_all_tasks_blocked()
+                sessions.gates["first"].set()  # first's run returns: lane 0 goes to the step function
+                await anyio.wait_all_tasks_blocked()
+                hook.release.set()  # first's after_run loses session 0
+                await anyio.wait_all_tasks_blocked()
+                sessions.gates["other"].set()
+    assert hook.failed and set(results) == {"first", "other", "fn"}
+    first = [made for who, made in hook.before if who == "first"]
+    assert first[0] == 0 and len(first) == 2 and first[1] != 0  # re-run once, on a sound session

@@ -21,8 +21,10 @@ between ``before_run(n)`` and ``after_run(n)`` come at most the ``before_run`` o
 ``n+1 .. n+2N-1``. ``run_context.global_step`` is ``n - 1``, ``run_values.global_step``
 is ``n``. With nothing in flight the next number is read from the counter again.
 
-Failures: a recoverable error re-creates the lane the step failed on and re-runs the step
-there with its number (a step whose run had returned takes that lane again first); a
+Failures: a recoverable error marks the lane the step failed on (its next step replaces
+its session first), re-creates it and re-runs the step there with its number (a step whose
+run had returned takes that lane again first, or the first lane free when a step function
+holds it); a
 clean-stop error gives the step up and is its caller's alone (as with one lane: ``run``
 raises it and the session goes on; ``iterate`` ends its loop and stops the session, in
 its runner, so no step is admitted after it); any other error cancels every
@@ -90,8 +92,6 @@ class InFlight:
         self.inside: tuple[object, ...] = (session,)
         #: The requests of a ``before_run`` phase no hook has (every hook asked for nothing).
         self.no_requests: list[None] = [None] * len(session._before.calls)
-        #: The first ``KeyboardInterrupt`` or ``SystemExit`` of a step that no caller will raise
-        #: (its iterator was let go of before it ended): the session's close raises it.
         #: The ``KeyboardInterrupt``s and ``SystemExit``s of ``iterate()``'s steps no caller of
         #: their iterator raised yet, with their pipeline and slot: the close raises them.
         self.left: list[tuple[Any, Slot]] = []
@@ -153,14 +153,20 @@ class InFlight:
 
     async def lane_again(self, step: Step) -> bool:
         """A step that failed is re-run on the lane it failed on: one that gave it back takes
-        it again (waiting for it). Whether the session it failed on is still the lane's
-        (else a recovery of another step replaced it meanwhile: nothing to re-create)."""
+        it again (waiting for it), or, when a step function holds it, the first lane free
+        (the lane it failed on is marked: its next step replaces its session). Whether the
+        lane's session must be re-created first (else a recovery of another step replaced
+        it meanwhile, or the step moved to a sound lane)."""
         if not step.holds_lane:
-            await self.pool.acquire_lane(step.lane)
+            lane = step.lane
+            if lane.held_by_fn and lane not in self.pool.idle:  # a step function's hooked run may
+                step.lane = await self.pool.acquire()  # wait for this step: the first lane free
+            else:
+                await self.pool.acquire_lane(lane)
             step.holds_lane = True
             self.occupancy.change(0, 1)
         raw = step.lane.raw
-        return raw is None or step.ctx is None or step.ctx.session is raw
+        return raw is None or step.lane.renew or step.ctx is None or step.ctx.session is raw
 
     def new_scope(self) -> anyio.CancelScope:
         """A cancel scope of the running backend's own class."""
