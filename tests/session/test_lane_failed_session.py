@@ -5,6 +5,7 @@ failed. Each test runs with one lane and with two."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -304,3 +305,99 @@ async def test_a_step_function_holding_the_lane_of_a_step_that_lost_its_session_
     assert hook.failed and set(results) == {"first", "other", "fn"}
     first = [made for who, made in hook.before if who == "first"]
     assert first[0] == 0 and len(first) == 2 and first[1] != 0  # re-run once, on a sound session
+
+
+class LosesTheSessionAtOnce:
+    """``after_run`` of the step fed ``{"who": "first"}`` raises ``AbortedError`` at once, the
+    first time; every ``before_run`` records its caller and session."""
+
+    overlapping_steps = True
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+        self.before: list[tuple[Any, int]] = []
+        self.failed = False
+
+    def before_run(self, run_context: SessionRunContext) -> None:
+        who = (run_context.original_args.feed_dict or {}).get("who")
+        self.before.append((who, self.sessions.made.index(run_context.session)))
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        who = (run_context.original_args.feed_dict or {}).get("who")
+        if who == "first" and not self.failed:
+            self.failed = True
+            raise AbortedError("lost")
+
+
+async def test_a_step_function_handed_the_lane_just_before_the_loss_does_not_hang() -> None:
+    """The lane goes to a waiting step function as the step's run returns, and that step's
+    ``after_run`` loses the session at once (no wait to retry): the step re-runs on the
+    first lane free, the step function's hooked run is called again on a new session."""
+    sessions = Sessions()
+    sessions.gates = {"first": anyio.Event(), "other": anyio.Event()}
+    hook = LosesTheSessionAtOnce(sessions)
+    retry = RetryPolicy(initial_delay=0, jitter=False)
+    results: dict[str, Any] = {}
+    async with MonitoredSession(sessions, [hook], max_in_flight=2, retry=retry) as sess:
+
+        async def call(who: str) -> None:
+            results[who] = await sess.run("y", {"who": who})
+
+        async def hooked(step_context: Any) -> Any:
+            return await step_context.run_with_hooks("y", {"who": "fn"})
+
+        async def step_fn() -> None:
+            results["fn"] = await sess.run_step_fn(hooked)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for start in (functools.partial(call, "first"), functools.partial(call, "other"), step_fn):
+                    tg.start_soon(start)
+                    await anyio.wait_all_tasks_blocked()
+                sessions.gates["first"].set()
+                await anyio.wait_all_tasks_blocked()
+                sessions.gates["other"].set()
+    assert hook.failed and set(results) == {"first", "other", "fn"}
+    assert ("fn", 0) not in hook.before  # the step function's hooked run never used the lost session
+
+
+async def test_a_step_functions_hooked_run_after_another_step_lost_its_lanes_session_calls_it_again() -> None:
+    """A step function holds a lane whose session another step's ``after_run`` lost: its next
+    hooked run raises the loss (``AbortedError``) instead of running on that session, and the
+    function is called again with a new session."""
+    sessions = Sessions()
+    sessions.gates = {"first": anyio.Event(), "other": anyio.Event()}
+    hook = LosesTheSessionInAfterRun(sessions)
+    retry = RetryPolicy(initial_delay=0, jitter=False)
+    lost = anyio.Event()
+    seen: list[int] = []
+    results: dict[str, Any] = {}
+    async with MonitoredSession(sessions, [hook], max_in_flight=2, retry=retry) as sess:
+
+        async def hooked(step_context: Any) -> Any:
+            seen.append(sessions.made.index(step_context.session))
+            await lost.wait()
+            return await step_context.run_with_hooks("y", {"who": "fn"})
+
+        async def step_fn() -> None:
+            results["fn"] = await sess.run_step_fn(hooked)
+
+        async def call(who: str) -> None:
+            results[who] = await sess.run("y", {"who": who})
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for start in (functools.partial(call, "first"), functools.partial(call, "other"), step_fn):
+                    tg.start_soon(start)  # first: lane 0, other: lane 1, the step function waits
+                    await anyio.wait_all_tasks_blocked()
+                sessions.gates["first"].set()  # its run returns: lane 0 goes to the step function
+                await anyio.wait_all_tasks_blocked()
+                assert seen == [0]
+                hook.release.set()  # first's after_run loses session 0
+                await anyio.wait_all_tasks_blocked()
+                lost.set()  # the step function's hooked run, once session 0 is lost
+                await anyio.wait_all_tasks_blocked()
+                sessions.gates["other"].set()
+    assert set(results) == {"first", "other", "fn"}
+    assert seen[0] == 0 and len(seen) == 2 and seen[1] != 0  # called again, with a new session
+    assert ("fn", 0) not in hook.before

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._dispatch._wake import Wakers
-from .._errors import CLEAN_STOP_TYPES, RunAfterStopError, SessionClosedError
+from .._errors import CLEAN_STOP_TYPES, AbortedError, RunAfterStopError, SessionClosedError
 from .._global_step import step_at_start
 from .._hook_protocol import RunMetadata, RunOptions
 from .._inside import inside_error, inside_step
@@ -153,16 +153,16 @@ class InFlight:
 
     async def lane_again(self, step: Step) -> bool:
         """A step that failed is re-run on the lane it failed on: one that gave it back takes
-        it again (waiting for it), or, when a step function holds it, the first lane free
-        (the lane it failed on is marked: its next step replaces its session). Whether the
-        lane's session must be re-created first (else a recovery of another step replaced
-        it meanwhile, or the step moved to a sound lane)."""
+        it again if it is free, else the first lane free (the lane it failed on is marked:
+        its next step replaces its session). Whether the lane's session must be re-created
+        first (else a recovery of another step replaced it meanwhile, or the step moved to a
+        sound lane)."""
         if not step.holds_lane:
             lane = step.lane
-            if lane.held_by_fn and lane not in self.pool.idle:  # a step function's hooked run may
-                step.lane = await self.pool.acquire()  # wait for this step: the first lane free
-            else:
-                await self.pool.acquire_lane(lane)
+            if lane in self.pool.idle and not self.pool.waiters:
+                await self.pool.acquire_lane(lane)  # (free: taken at once)
+            else:  # its holder may wait for this step (a step function's hooked run waits for
+                step.lane = await self.pool.acquire()  # its turn): the first lane free, in turn
             step.holds_lane = True
             self.occupancy.change(0, 1)
         raw = step.lane.raw
@@ -283,7 +283,12 @@ class InFlight:
                     raise self.cancelled_error(step)
                 if self._resume is not None:  # held while this step waited for the lock
                     continue
-                if step.lane.renew and step.holds_lane:  # its lane's session was lost as it waited for the lock
+                if step.lane.renew:  # its lane's session was lost (by another step) as it waited
+                    if not step.holds_lane:  # a step function's hooked run: the function's loss
+                        raise AbortedError(
+                            f"the session of lane {step.lane.index} was lost by another step; the step "
+                            "function is called again with a new one"
+                        )
                     renew = True
                     continue
                 if s._state is not State.OPEN:
@@ -358,12 +363,12 @@ class InFlight:
     async def _recover(self, step: Step, failed: BaseException, budget: RetryBudget) -> bool:
         """Re-create the lane ``step`` failed on, for its re-run there; False when the retry
         policy gives up. A step whose run had returned gave its lane back: the policy says
-        first whether to retry, then the step takes that lane again (waiting for it), whose
-        session is re-created unless another step's recovery replaced it meanwhile."""
+        first whether to retry, then the step takes a lane again (``lane_again``), whose
+        session is re-created if it is the lost one or marked lost."""
         sessions = self.sessions
         if step.holds_lane:
             return await sessions.recover(step.lane, failed, budget)
-        action = f"recovering: re-running step {step.number} on lane {step.lane.index}"
+        action = f"recovering: re-running step {step.number} (its session on lane {step.lane.index} failed)"
         if not await sessions.wait_to_retry(budget, failed, action):
             return False
         return not await self.lane_again(step) or await sessions.recover(step.lane, failed, budget, waited=True)

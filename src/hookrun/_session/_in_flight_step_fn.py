@@ -30,7 +30,6 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
     check_step_fn(step_fn)
     self.check_entry("run_step_fn()")
     step = await self.take_lane((None, None, None, None))
-    step.lane.held_by_fn = True
     s = self.s
     inside = STEPS_SET((*STEPS_GET(), s))
     try:
@@ -56,7 +55,6 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
         raise self.cancelled_error(step)
     finally:
         STEPS_RESET(inside)
-        step.lane.held_by_fn = False
         self.end(step)
 
 

@@ -37,7 +37,7 @@ class Lane:
     set, so the next step on the lane replaces the session first.
     """
 
-    __slots__ = ("broken", "held_by_fn", "hooked_run", "index", "layout", "raw", "renew")
+    __slots__ = ("broken", "hooked_run", "index", "layout", "raw", "renew")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -47,9 +47,6 @@ class Lane:
         #: A step function's hooked run is under way on this lane (one lane: one at a
         #: time, whichever attempt of the step function started it).
         self.hooked_run = False
-        #: With steps in flight, a step function holds this lane (until it returns; its
-        #: hooked runs may wait for the after_run of a step that waits for the lane).
-        self.held_by_fn = False
         #: The fetch layout of the last step on this lane, reused while it fits (``layout_for``).
         self.layout: FetchLayout | None = None
 
