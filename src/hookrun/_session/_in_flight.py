@@ -158,11 +158,8 @@ class InFlight:
         first (else a recovery of another step replaced it meanwhile, or the step moved to a
         sound lane)."""
         if not step.holds_lane:
-            lane = step.lane
-            if lane in self.pool.idle and not self.pool.waiters:
-                await self.pool.acquire_lane(lane)  # (free: taken at once)
-            else:  # its holder may wait for this step (a step function's hooked run waits for
-                step.lane = await self.pool.acquire()  # its turn): the first lane free, in turn
+            if not self.pool.take(step.lane):  # its holder may wait for this step (a step function's
+                step.lane = await self.pool.acquire()  # hooked run waits for its turn): the first lane free
             step.holds_lane = True
             self.occupancy.change(0, 1)
         raw = step.lane.raw

@@ -121,7 +121,7 @@ class Occupancy:
 class LanePool:
     """The free lanes; ``acquire`` waits for one (back-pressure), ``release`` gives it back."""
 
-    __slots__ = ("_wakers", "_wanted", "idle", "lanes", "waiters")
+    __slots__ = ("_wakers", "idle", "lanes", "waiters")
 
     def __init__(self, lanes: list[Lane], wakers: Wakers) -> None:
         self.lanes = lanes
@@ -129,9 +129,6 @@ class LanePool:
         #: when a lane is free and no one waits (then a lane may be taken straight from ``idle``).
         self.idle: deque[Lane] = deque(lanes)
         self.waiters: deque[_Waiter] = deque()
-        #: Callers waiting for one lane in particular (a step re-run on the lane it failed
-        #: on): served before the others when that lane comes back.
-        self._wanted: dict[Lane, deque[_Waiter]] = {}
         self._wakers = wakers
 
     async def acquire(self) -> Lane:
@@ -153,38 +150,15 @@ class LanePool:
         lane, waiter.lane = waiter.lane, None
         return lane
 
-    async def acquire_lane(self, lane: Lane) -> None:
-        """``lane`` itself, waiting for it (before callers waiting for any lane)."""
-        if lane in self.idle:
+    def take(self, lane: Lane) -> bool:
+        """``lane`` itself, if it is free and nobody waits for a lane (else False: taken)."""
+        if lane in self.idle and not self.waiters:
             self.idle.remove(lane)
-            return
-        waiter = _Waiter(self._wakers())
-        waiting = self._wanted.setdefault(lane, deque())
-        waiting.append(waiter)
-        try:
-            await waiter.event.wait()
-        except BaseException:
-            if waiter.lane is not None:  # handed it as it was cancelled: pass it on
-                waiter.lane = None
-                self.release(lane)
-            else:
-                waiting.remove(waiter)
-                if not waiting:
-                    del self._wanted[lane]
-            raise
-        waiter.lane = None
+            return True
+        return False
 
     def release(self, lane: Lane) -> None:
-        """Give ``lane`` back: to the first caller waiting for it, else for any lane, else to
-        the pool."""
-        wanted = self._wanted.get(lane) if self._wanted else None
-        if wanted:
-            waiter = wanted.popleft()
-            if not wanted:
-                del self._wanted[lane]
-            waiter.lane = lane
-            waiter.event.set()
-            return
+        """Give ``lane`` back: to the first caller waiting for a lane, else to the pool."""
         if self.waiters:
             waiter = self.waiters.popleft()
             waiter.lane = lane
