@@ -339,13 +339,14 @@ class InFlight:
         s = self.s
         if isinstance(failed, CLEAN_STOP_TYPES):  # the caller's (``iterate`` stops the session on it)
             raise failed
-        if self.recovery.recovers_from(failed):  # the lane's session is lost, whether this step recovers or not:
-            # whoever takes the lane next replaces it first (however this step ends: given up,
-            # cancelled, or cancelled already by another step's failure).
+        lost = self.recovery.recovers_from(failed)
+        if lost:  # the lane's session is lost, whether this step recovers or not: whoever takes
+            # the lane next replaces it first (however this step ends: given up, cancelled, or
+            # cancelled already by another step's failure).
             self.recovery.fail_over(step.lane, None if step.ctx is None else step.ctx.session)
         if not self.recovers_from(step, failed):
             self.fail_others(step, failed)
-            if s._state is State.CLOSED and step.cause is None and self.recovery.recovers_from(failed):
+            if s._state is State.CLOSED and step.cause is None and lost:
                 raise self.sessions.closed_when_failed(step.lane) from failed
             raise failed
         if step.scope.cancel_called and step.cause is None:  # a failing hook stopped its phase so

@@ -170,7 +170,7 @@ def raise_left(engine: InFlight, error: BaseException | None) -> None:
             errors.append(slot.error)
             slot.error = None  # taken: the iterator skips its slot,
             pipeline._closed = pipeline._done = True  # and its loop ends, as the session closed
-    if error is not None and not isinstance(error, (Exception, anyio.get_cancelled_exc_class())):
+    if error is not None and _fatal(error):
         errors = [other for other in errors if other is not error]
         first = error
     elif errors:

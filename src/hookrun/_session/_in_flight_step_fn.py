@@ -41,11 +41,12 @@ async def run_step_fn(self: InFlight, step_fn: Any) -> Any:
                 try:
                     return await step_fn(StepContext(_LaneOwner(self, step), raw))  # type: ignore[arg-type]
                 except BaseException as exc:
-                    if self.recovery.recovers_from(exc):  # its session is lost: the lane's next step replaces
-                        self.recovery.fail_over(step.lane, raw)  # it, however this call ends
+                    lost = self.recovery.recovers_from(exc)
+                    if lost:  # its session is lost: the lane's next step replaces it, however this call ends
+                        self.recovery.fail_over(step.lane, raw)
                     if (
-                        isinstance(exc, Exception) and not isinstance(exc, CLEAN_STOP_TYPES)
-                        and self.recovery.recovers_from(exc) and s._state is not State.CLOSED
+                        lost and isinstance(exc, Exception) and not isinstance(exc, CLEAN_STOP_TYPES)
+                        and s._state is not State.CLOSED
                     ):
                         budget = budget or self.recovery.retry.budget()
                         if await self.sessions.recover(step.lane, exc, budget):
