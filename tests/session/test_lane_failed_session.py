@@ -6,7 +6,7 @@ failed. Each test runs with one lane and with two."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -268,14 +268,14 @@ async def test_a_session_lost_by_a_step_another_steps_failure_cancelled_is_never
     assert b_session not in ran[before:]
 
 
-async def test_a_step_function_holding_the_lane_of_a_step_that_lost_its_session_does_not_hang() -> None:
-    """A step function is handed the lane of a step whose run returned, then that step's
-    ``after_run`` loses the lane's session: the step is re-run on the first lane free
-    (waiting for its own would wait for ever: the step function's hooked run waits for the
-    step's ``after_run``), and every call returns."""
-    sessions = Sessions()
+async def _step_function_gets_firsts_lane(
+    sessions: Sessions, hook: object, hooked: Callable[[Any], Awaitable[Any]],
+    then: Callable[[], Awaitable[None]],
+) -> dict[str, Any]:
+    """Two lanes: ``first`` (lane 0) and ``other`` (lane 1) run, a step function calling
+    ``hooked`` waits for a lane; ``first``'s run returns (its lane goes to the step
+    function), ``then()`` runs, then ``other``'s run returns. What each call returned."""
     sessions.gates = {"first": anyio.Event(), "other": anyio.Event()}
-    hook = LosesTheSessionInAfterRun(sessions)
     retry = RetryPolicy(initial_delay=0, jitter=False)
     results: dict[str, Any] = {}
     async with MonitoredSession(sessions, [hook], max_in_flight=2, retry=retry) as sess:
@@ -283,25 +283,38 @@ async def test_a_step_function_holding_the_lane_of_a_step_that_lost_its_session_
         async def call(who: str) -> None:
             results[who] = await sess.run("y", {"who": who})
 
-        async def hooked(step_context: Any) -> Any:
-            return await step_context.run_with_hooks("y", {"who": "fn"})
-
         async def step_fn() -> None:
             results["fn"] = await sess.run_step_fn(hooked)
 
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(call, "first")  # lane 0
-                await anyio.wait_all_tasks_blocked()
-                tg.start_soon(call, "other")  # lane 1
-                await anyio.wait_all_tasks_blocked()
-                tg.start_soon(step_fn)  # waits for a lane
-                await anyio.wait_all_tasks_blocked()
+                for start in (functools.partial(call, "first"), functools.partial(call, "other"), step_fn):
+                    tg.start_soon(start)  # first: lane 0, other: lane 1, the step function waits
+                    await anyio.wait_all_tasks_blocked()
                 sessions.gates["first"].set()  # first's run returns: lane 0 goes to the step function
                 await anyio.wait_all_tasks_blocked()
-                hook.release.set()  # first's after_run loses session 0
+                await then()
                 await anyio.wait_all_tasks_blocked()
                 sessions.gates["other"].set()
+    return results
+
+
+async def _run_with_hooks(step_context: Any) -> Any:
+    return await step_context.run_with_hooks("y", {"who": "fn"})
+
+
+async def test_a_step_function_holding_the_lane_of_a_step_that_lost_its_session_does_not_hang() -> None:
+    """A step function is handed the lane of a step whose run returned, then that step's
+    ``after_run`` loses the lane's session: the step is re-run on the first lane free
+    (waiting for its own would wait for ever: the step function's hooked run waits for the
+    step's ``after_run``), and every call returns."""
+    sessions = Sessions()
+    hook = LosesTheSessionInAfterRun(sessions)
+
+    async def lose() -> None:
+        hook.release.set()  # first's after_run loses session 0
+
+    results = await _step_function_gets_firsts_lane(sessions, hook, _run_with_hooks, lose)
     assert hook.failed and set(results) == {"first", "other", "fn"}
     first = [made for who, made in hook.before if who == "first"]
     assert first[0] == 0 and len(first) == 2 and first[1] != 0  # re-run once, on a sound session
@@ -334,29 +347,12 @@ async def test_a_step_function_handed_the_lane_just_before_the_loss_does_not_han
     ``after_run`` loses the session at once (no wait to retry): the step re-runs on the
     first lane free, the step function's hooked run is called again on a new session."""
     sessions = Sessions()
-    sessions.gates = {"first": anyio.Event(), "other": anyio.Event()}
     hook = LosesTheSessionAtOnce(sessions)
-    retry = RetryPolicy(initial_delay=0, jitter=False)
-    results: dict[str, Any] = {}
-    async with MonitoredSession(sessions, [hook], max_in_flight=2, retry=retry) as sess:
 
-        async def call(who: str) -> None:
-            results[who] = await sess.run("y", {"who": who})
+    async def nothing() -> None:
+        pass
 
-        async def hooked(step_context: Any) -> Any:
-            return await step_context.run_with_hooks("y", {"who": "fn"})
-
-        async def step_fn() -> None:
-            results["fn"] = await sess.run_step_fn(hooked)
-
-        with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
-                for start in (functools.partial(call, "first"), functools.partial(call, "other"), step_fn):
-                    tg.start_soon(start)
-                    await anyio.wait_all_tasks_blocked()
-                sessions.gates["first"].set()
-                await anyio.wait_all_tasks_blocked()
-                sessions.gates["other"].set()
+    results = await _step_function_gets_firsts_lane(sessions, hook, _run_with_hooks, nothing)
     assert hook.failed and set(results) == {"first", "other", "fn"}
     assert ("fn", 0) not in hook.before  # the step function's hooked run never used the lost session
 
@@ -366,38 +362,22 @@ async def test_a_step_functions_hooked_run_after_another_step_lost_its_lanes_ses
     hooked run raises the loss (``AbortedError``) instead of running on that session, and the
     function is called again with a new session."""
     sessions = Sessions()
-    sessions.gates = {"first": anyio.Event(), "other": anyio.Event()}
     hook = LosesTheSessionInAfterRun(sessions)
-    retry = RetryPolicy(initial_delay=0, jitter=False)
     lost = anyio.Event()
     seen: list[int] = []
-    results: dict[str, Any] = {}
-    async with MonitoredSession(sessions, [hook], max_in_flight=2, retry=retry) as sess:
 
-        async def hooked(step_context: Any) -> Any:
-            seen.append(sessions.made.index(step_context.session))
-            await lost.wait()
-            return await step_context.run_with_hooks("y", {"who": "fn"})
+    async def hooked(step_context: Any) -> Any:
+        seen.append(sessions.made.index(step_context.session))
+        await lost.wait()
+        return await _run_with_hooks(step_context)
 
-        async def step_fn() -> None:
-            results["fn"] = await sess.run_step_fn(hooked)
+    async def lose() -> None:
+        assert seen == [0]
+        hook.release.set()  # first's after_run loses session 0
+        await anyio.wait_all_tasks_blocked()
+        lost.set()  # the step function's hooked run, once session 0 is lost
 
-        async def call(who: str) -> None:
-            results[who] = await sess.run("y", {"who": who})
-
-        with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
-                for start in (functools.partial(call, "first"), functools.partial(call, "other"), step_fn):
-                    tg.start_soon(start)  # first: lane 0, other: lane 1, the step function waits
-                    await anyio.wait_all_tasks_blocked()
-                sessions.gates["first"].set()  # its run returns: lane 0 goes to the step function
-                await anyio.wait_all_tasks_blocked()
-                assert seen == [0]
-                hook.release.set()  # first's after_run loses session 0
-                await anyio.wait_all_tasks_blocked()
-                lost.set()  # the step function's hooked run, once session 0 is lost
-                await anyio.wait_all_tasks_blocked()
-                sessions.gates["other"].set()
+    results = await _step_function_gets_firsts_lane(sessions, hook, hooked, lose)
     assert set(results) == {"first", "other", "fn"}
     assert seen[0] == 0 and len(seen) == 2 and seen[1] != 0  # called again, with a new session
     assert ("fn", 0) not in hook.before
